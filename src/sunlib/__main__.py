@@ -1,0 +1,3 @@
+from sunlib.cli import main
+
+main()

@@ -1,0 +1,101 @@
+"""``sunlib init | status | doctor``."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config import CONFIG_NAME
+from ..errors import UserError
+from ..providers.registry import embedder_names
+from ..store import versions
+from .app import app
+from .common import VAULT_HELP, open_library, out, print_json, require_index
+
+CONFIG_TEMPLATE = """\
+# sunlib settings for this vault. Every key is optional; SUNLIB_* environment
+# variables override them (e.g. SUNLIB_EMBEDDING__PROVIDER=use).
+
+[index]
+chunker = "structure"      # or "fixed" (800 characters, 120 overlap)
+max_tokens = 500           # structure chunker: sentences packed up to this many tokens
+overlap = 0.15             # carried back in whole sentences
+default_acl = ["public"]   # ACL of notes that declare none; `acl: []` in a note means nobody
+
+[embedding]
+provider = "e5"            # hash | e5 | use | minilm | openai | gemini
+threads = 1                # model threads; 1 avoids oversubscription on small machines
+batch_size = 16
+
+[search]
+mode = "hybrid"            # bm25 | dense | hybrid
+fusion = "zscore"          # zscore | rrf | minmax
+rrf_k = 60
+bm25_weight = 0.5
+dense_weight = 0.5
+candidates = 100           # per route, before fusion
+principals = ["public"]    # who you search as by default
+"""
+
+
+@app.command()
+def init(path: Annotated[Path, typer.Argument(help="the vault folder")] = Path(".")) -> None:
+    """Write a commented sunlib.toml into the vault."""
+    if not path.is_dir():
+        raise UserError(f"vault folder not found: {path}")
+    target = path / CONFIG_NAME
+    if target.exists():
+        raise UserError(f"{target} already exists; edit it or delete it first")
+    target.write_text(CONFIG_TEMPLATE, encoding="utf-8")
+    out.print(f"wrote {target}; next: sunlib index {path}")
+
+
+@app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option()] = None,
+) -> None:
+    """What is indexed: notes, chunks, embedding spaces and vectors still pending."""
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        info = lib.status()
+    if as_json:
+        print_json(info)
+        return
+    out.print(f"vault   {info['vault']}\nindex   {info['index']}")
+    counts = info["counts"]
+    out.print(f"notes   {counts['notes']}   chunks {counts['chunks']}   chunker {info['chunker']}")
+    out.print(f"active  {info['active_space']}: {info['vectors_total']} vectors, {info['vectors_pending']} pending")
+    for sp in info["spaces"]:
+        out.print(f"space   {sp['name']}: {sp['vectors']} vectors")
+
+
+@app.command()
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+) -> None:
+    """Check the installation: SQLite, FTS5, sqlite-vec, models, the index."""
+    report: dict[str, object] = {
+        "python": platform.python_version(),
+        **versions(),
+        "embedders": embedder_names(),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+    }
+    try:
+        with open_library(vault, None) as lib:
+            if lib.db_path.is_file():
+                report["index"] = str(lib.db_path)
+                report["integrity"] = lib.store.integrity_check()
+    except UserError as exc:
+        report["index"] = f"none ({exc})"
+    if as_json:
+        print_json(report)
+        return
+    for key, value in report.items():
+        out.print(f"{key:<16} {value}")

@@ -1,0 +1,95 @@
+"""Helpers shared by CLI verbs: finding the library, JSON output, option parsing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from ..errors import UserError
+from ..library import DB_NAME, Library, sunlib_home
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+VAULT_HELP = "vault folder (default: $SUNLIB_VAULT, the current folder if it has an index, else the last indexed vault)"
+
+
+def remember_vault(vault: Path) -> None:
+    try:
+        home = sunlib_home()
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "default_vault").write_text(str(vault), encoding="utf-8")
+    except OSError:
+        pass  # remembering is a convenience; --vault always works
+
+
+def find_vault(vault: Path | None) -> Path:
+    if vault is not None:
+        return vault
+    if os.environ.get("SUNLIB_VAULT"):
+        return Path(os.environ["SUNLIB_VAULT"])
+    cwd = Path.cwd()
+    if (cwd / ".sunlib" / DB_NAME).is_file() or (cwd / "sunlib.toml").is_file():
+        return cwd
+    remembered = sunlib_home() / "default_vault"
+    if remembered.is_file():
+        return Path(remembered.read_text(encoding="utf-8").strip())
+    raise UserError("no vault given: run `sunlib index PATH` first, or pass --vault PATH")
+
+
+def open_library(vault: Path | None, config: Path | None, **overrides: Any) -> Library:
+    return Library.open(find_vault(vault), config, **overrides)
+
+
+def require_index(lib: Library) -> None:
+    if not lib.db_path.is_file():
+        raise UserError(f"{lib.vault} has no index yet: run `sunlib index {lib.vault}`")
+
+
+def to_jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and obj != obj:  # NaN
+        return None
+    if hasattr(obj, "items"):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(to_jsonable(obj), ensure_ascii=False, indent=2) + "\n")
+
+
+def parse_filters(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    parsed = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UserError(f"--filter expects key=value, got {pair!r}")
+        parsed.append((key.strip(), value.strip()))
+    return tuple(parsed)
+
+
+def parse_time(value: str | None, option: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        dt = datetime.fromisoformat(value)
+    except ValueError:
+        raise UserError(f"{option} expects a date like 2026-01-31 or 2026-01-31T12:00, got {value!r}") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()

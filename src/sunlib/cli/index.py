@@ -1,0 +1,61 @@
+"""``sunlib index PATH``: bring the index up to date with the vault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ..config import merge
+from ..library import Library
+from .app import app
+from .common import err, out, print_json, remember_vault
+from .progress import ProgressBars
+
+
+@app.command()
+def index(
+    path: Annotated[Path, typer.Argument(help="the vault folder to index")],
+    no_embed: Annotated[bool, typer.Option("--no-embed", help="only the text index; vectors on a later run")] = False,
+    provider: Annotated[
+        str | None, typer.Option(help="embedding provider (hash, e5, use, minilm, openai, gemini)")
+    ] = None,
+    chunker: Annotated[str | None, typer.Option(help="structure (default) or fixed")] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+) -> None:
+    """Index new and changed notes, drop deleted ones, then embed what has no vector yet."""
+    lib = Library.open(path, config)
+    lib.settings = merge(lib.settings, embedding={"provider": provider}, index={"chunker": chunker})
+    with lib, ProgressBars(enabled=not (quiet or as_json)) as bars:
+        report = lib.index(embed=False if no_embed else None, progress=bars)
+        status = lib.status() if not no_embed else None
+    remember_vault(lib.vault)
+    if as_json:
+        print_json({"index": str(lib.db_path), **report.as_dict()})
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    for label, value in (
+        ("added", len(report.added)),
+        ("changed", len(report.changed)),
+        ("moved", len(report.moved)),
+        ("deleted", len(report.deleted)),
+        ("unchanged", report.unchanged),
+        ("failed", len(report.failed)),
+        ("chunks written", report.chunks_written),
+        ("vectors embedded", report.vectors_embedded),
+        ("vectors from cache", report.vectors_from_cache),
+        ("vectors pending", report.vectors_pending),
+    ):
+        table.add_row(label, str(value))
+    out.print(f"indexed {lib.vault} -> {lib.db_path}")
+    out.print(table)
+    if status:
+        out.print(f"space {status['active_space']}: {status['vectors_total']} vectors")
+    for p, reason in report.failed:
+        err.print(f"failed: {p}: {reason}")
+    if no_embed:
+        out.print("text index ready (BM25 search works now); run `sunlib index` again to add vectors")

@@ -1,0 +1,127 @@
+"""``sunlib search QUERY``: hybrid, BM25 or dense search with filters, ACL and --explain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from ..config import merge
+from ..contracts import SearchFilters, SearchResult
+from .app import app
+from .common import VAULT_HELP, open_library, out, parse_filters, parse_time, print_json, require_index
+from .explain import print_trace
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for (any text; nothing is query syntax)")],
+    mode: Annotated[
+        str | None, typer.Option("--mode", "-m", help="bm25, dense or hybrid (default from config)")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="only notes with this tag (repeat: all)")] = None,
+    folder: Annotated[
+        list[str] | None, typer.Option("--folder", "-f", help="only notes under this folder (repeat: any)")
+    ] = None,
+    note: Annotated[list[str] | None, typer.Option("--note", help="only this note id (repeat: any)")] = None,
+    filter_: Annotated[list[str] | None, typer.Option("--filter", help="metadata key=value, e.g. chapter=ch02")] = None,
+    since: Annotated[str | None, typer.Option(help="only notes modified on/after this date (ISO)")] = None,
+    until: Annotated[str | None, typer.Option(help="only notes modified on/before this date (ISO)")] = None,
+    as_: Annotated[
+        list[str] | None, typer.Option("--as", help="search as these ACL principals (default: public)")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="results per page")] = 10,
+    offset: Annotated[int, typer.Option(help="skip this many results (pagination)")] = 0,
+    fusion: Annotated[str | None, typer.Option(help="rrf, zscore or minmax")] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="show every step and each route's ranks and scores")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print results as JSON")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """Search the indexed notes. Every hit carries a citation: path, heading, offsets and lines."""
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        lib.settings = merge(lib.settings, search={"fusion": fusion})
+        filters = SearchFilters(
+            folders=tuple(folder or ()),
+            tags=tuple(tag or ()),
+            note_ids=tuple(note or ()),
+            since=parse_time(since, "--since"),
+            until=parse_time(until, "--until"),
+            metadata=parse_filters(filter_ or []),
+        )
+        principals = ["public", *as_] if as_ else None
+        result = lib.search(query, mode=mode, filters=filters, principals=principals, limit=limit, offset=offset)
+    if as_json:
+        print_json(_json_result(result, explain))
+        return
+    _print_result(result, explain)
+
+
+def _json_result(result: SearchResult, explain: bool) -> dict[str, object]:
+    data: dict[str, object] = {
+        "query": result.query,
+        "mode": result.mode,
+        "total_candidates": result.total_candidates,
+        "warnings": list(result.warnings),
+        "results": [
+            {
+                "chunk_id": h.chunk_id,
+                "note_id": h.note_id,
+                "path": h.path,
+                "title": h.title,
+                "heading_path": list(h.heading_path),
+                "score": round(h.score, 6),
+                "snippet": h.snippet,
+                "highlights": [list(x) for x in h.highlights],
+                "tags": list(h.tags),
+                "citation": h.citation,
+                "routes": h.routes,
+            }
+            for h in result.hits
+        ],
+        "run_id": result.trace.run_id,
+    }
+    if explain:
+        data["trace"] = result.trace
+    return data
+
+
+def _print_result(result: SearchResult, explain: bool) -> None:
+    for w in result.warnings:
+        out.print(f"[yellow]note:[/] {escape(w)}")
+    if not result.hits:
+        out.print(f"no results for {escape(result.query)!r} ({result.mode})")
+    for i, hit in enumerate(result.hits, 1):
+        c = hit.citation
+        heading = " > ".join(hit.heading_path)
+        out.print(
+            f"[bold]{i}. {escape(hit.title)}[/]  [dim]{escape(hit.path)}:{c.start_line}-{c.end_line}"
+            f"{'  § ' + escape(heading) if heading else ''}  score {hit.score:.4f}[/]"
+        )
+        out.print("   " + _highlighted(hit.snippet, hit.highlights))
+        if explain:
+            parts = [
+                f"{route} rank {r.rank} score {r.score:.4f} +{r.contribution:.4f}"
+                if r.rank
+                else f"{route} not returned ({r.contribution:+.4f})"
+                for route, r in hit.routes.items()
+            ]
+            out.print(f"   [dim]{escape(' | '.join(parts))}  {hit.chunk_id}[/]")
+    if explain:
+        print_trace(result.trace)
+
+
+def _highlighted(snippet: str, spans: tuple[tuple[int, int], ...]) -> str:
+    text = " ".join(snippet.split("\n"))
+    parts, pos = [], 0
+    for s, e in spans:
+        parts.append(escape(text[pos:s]))
+        parts.append(f"[bold yellow]{escape(text[s:e])}[/]")
+        pos = e
+    parts.append(escape(text[pos:]))
+    return "".join(parts)

@@ -1,0 +1,45 @@
+"""sunlib's exceptions.
+
+One root, a short tree. Each surface converts them once: the CLI prints one
+line and exits non-zero, the HTTP server answers ``{error, message}``.
+
+    SunlibError
+    ├── UserError            the caller's mistake: bad option, bad path, bad query filter
+    │   └── ConfigError      an invalid setting in sunlib.toml or SUNLIB_* env
+    ├── IndexError_          the index is missing, from a newer version, or unusable
+    ├── ProviderError        an embedding/LLM provider failed (network, bad answer)
+    │   └── MissingCredentials  a provider needs a key that is not set
+    └── DatasetError         an evaluation dataset is missing files or malformed
+"""
+
+from __future__ import annotations
+
+
+class SunlibError(Exception):
+    """Root of every error sunlib raises on purpose."""
+
+    code = "sunlib_error"
+
+
+class UserError(SunlibError):
+    code = "bad_request"
+
+
+class ConfigError(UserError):
+    code = "bad_config"
+
+
+class IndexError_(SunlibError):
+    code = "index_error"
+
+
+class ProviderError(SunlibError):
+    code = "provider_error"
+
+
+class MissingCredentials(ProviderError):
+    code = "missing_credentials"
+
+
+class DatasetError(UserError):
+    code = "bad_dataset"

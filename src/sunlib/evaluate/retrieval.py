@@ -1,0 +1,123 @@
+"""Retrieval evaluation through sunlib's real pipeline.
+
+The dataset's corpus is written once as a Markdown vault (one note per
+document: ``# title`` then the text) and indexed with the normal indexer, so
+the numbers measure what users get: the same chunker, FTS tokens, models and
+fusion. The vault and its index are cached under ``$SUNLIB_HOME/eval/``, keyed
+by the corpus hash and the chunker; vectors are cached per model inside it, so
+repeated runs (other modes, other fusion settings) embed nothing.
+
+A document's rank is the rank of its best chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from ..errors import UserError
+from ..indexing import Progress
+from ..ingest.chunkers import make_chunker
+from ..ingest.ids import sha256_hex
+from ..library import Library, sunlib_home
+from .beir import BeirDataset
+from .metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
+
+DOC_POOL = 100  # documents kept per query (recall@100)
+CHUNK_POOL = 200  # chunks requested to fill DOC_POOL documents
+
+
+@dataclass
+class RetrievalReport:
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, Any]] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def eval_cache_dir(dataset: BeirDataset, settings: Settings) -> Path:
+    chunker = make_chunker(settings.index).fingerprint
+    name = "".join(ch if ch.isalnum() else "-" for ch in dataset.root.name)[:40]
+    return sunlib_home() / "eval" / f"{name}-{dataset.fingerprint}-{sha256_hex(chunker)[:8]}"
+
+
+def materialize(dataset: BeirDataset, root: Path) -> dict[str, str]:
+    """Write the corpus as a vault (once); returns note path -> document id."""
+    vault = root / "vault"
+    mapping_file = root / "doc_ids.json"
+    if mapping_file.is_file():
+        return dict(json.loads(mapping_file.read_text(encoding="utf-8")))
+    mapping: dict[str, str] = {}
+    for i, (doc_id, (title, text)) in enumerate(sorted(dataset.corpus.items())):
+        rel = f"d{i // 1000:03d}/{i:07d}.md"
+        path = vault / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        title = " ".join(title.split())
+        path.write_text((f"# {title}\n\n" if title else "") + text.strip() + "\n", encoding="utf-8")
+        mapping[rel] = doc_id
+    mapping_file.write_text(json.dumps(mapping), encoding="utf-8")
+    return mapping
+
+
+def evaluate_retrieval(
+    dataset: BeirDataset,
+    settings: Settings,
+    mode: str,
+    progress: Progress | None = None,
+    on_query: Callable[[int, int], None] | None = None,
+    limit_queries: int | None = None,
+) -> RetrievalReport:
+    if mode not in ("bm25", "dense", "hybrid"):
+        raise UserError(f"unknown mode {mode!r}; choose one of: bm25, dense, hybrid")
+    root = eval_cache_dir(dataset, settings)
+    mapping = materialize(dataset, root)
+    settings = settings.model_copy(update={"index_dir": root / "index"})
+    lib = Library(root / "vault", settings)
+    try:
+        report = lib.index(embed=mode != "bm25", progress=progress)
+        qids = sorted(dataset.qrels)[:limit_queries] if limit_queries else sorted(dataset.qrels)
+        per_query: dict[str, dict[str, Any]] = {}
+        latencies: list[float] = []
+        for n, qid in enumerate(qids, 1):
+            t0 = time.perf_counter()
+            result = lib.search(dataset.queries[qid], mode=mode, limit=CHUNK_POOL)
+            latencies.append((time.perf_counter() - t0) * 1000.0)
+            ranked = list(dict.fromkeys(mapping[h.path] for h in result.hits))[:DOC_POOL]
+            qrels = dataset.qrels[qid]
+            per_query[qid] = {
+                "ndcg@10": ndcg_at_k(ranked, qrels, 10),
+                "recall@10": recall_at_k(ranked, qrels, 10),
+                "recall@100": recall_at_k(ranked, qrels, 100),
+                "mrr@10": mrr_at_k(ranked, qrels, 10),
+                "top": ranked[:10],
+            }
+            if on_query:
+                on_query(n, len(qids))
+        n = max(len(per_query), 1)
+        metrics = {
+            key: round(sum(float(q[key]) for q in per_query.values()) / n, 4)
+            for key in ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+        }
+        metrics["latency_ms_p50"] = round(percentile(latencies, 50), 2)
+        metrics["latency_ms_p95"] = round(percentile(latencies, 95), 2)
+        info = {
+            "dataset": str(dataset.root),
+            "split": dataset.split,
+            "mode": mode,
+            "queries": len(per_query),
+            "documents": len(dataset.corpus),
+            "chunks": lib.store.counts()["chunks"],
+            "chunker": make_chunker(settings.index).fingerprint,
+            "embedding": lib.space.name if mode != "bm25" else None,
+            "fusion": settings.search.fusion if mode == "hybrid" else None,
+            "weights": {"bm25": settings.search.bm25_weight, "dense": settings.search.dense_weight},
+            "vectors_embedded": report.vectors_embedded,
+            "index_cache": str(root),
+        }
+        return RetrievalReport(metrics, per_query, info)
+    finally:
+        lib.close()

@@ -1,0 +1,165 @@
+"""Incremental indexing: vault -> notes/chunks/FTS (phase 1), then vectors (phase 2).
+
+Phase 1 makes BM25 search usable as soon as the text is stored. Only added or
+changed notes (by hash of the file and its sidecar, or a different chunker) are
+re-chunked; a note whose content reappears under a new path keeps its note_id
+(a move); notes gone from the vault disappear from every table. Work is
+committed in small batches, so an interrupted run leaves a consistent index and
+the next run picks up what is left.
+
+Phase 2 embeds chunks that have no vector in the active space. Vectors are
+looked up in the embedding cache by (text hash, model) first, so unchanged text
+is never embedded twice, even when its note changed around it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import IndexSettings
+from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
+from .providers import Embedder
+from .store import Space, SqliteStore, embed_text_for
+from .text import fts_tokens
+
+Progress = Callable[[str, int, int], None]
+NOTE_BATCH = 50
+PENDING_PAGE = 2048
+
+
+@dataclass
+class IndexReport:
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    moved: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    unchanged: int = 0
+    chunks_written: int = 0
+    vectors_embedded: int = 0
+    vectors_from_cache: int = 0
+    vectors_pending: int = 0
+    text_seconds: float = 0.0
+    embed_seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def _noop(phase: str, done: int, total: int) -> None:
+    pass
+
+
+def sync_text(store: SqliteStore, vault: Path, settings: IndexSettings, progress: Progress = _noop) -> IndexReport:
+    t0 = time.perf_counter()
+    report = IndexReport()
+    chunker = make_chunker(settings)
+    files, problems = walk_vault(vault)
+    report.failed.extend((p.rel_path, p.reason) for p in problems)
+    states = store.note_states()
+    present = {vf.rel_path for vf in files}
+    gone = {path: st for path, st in states.items() if path not in present}
+    gone_by_hash = {st.content_hash: st for st in gone.values()}
+    taken_ids = {st.note_id for st in states.values()}
+
+    todo: list[tuple[VaultFile, str]] = []
+    for vf in files:
+        try:
+            digest = file_hash(vf)
+        except NoteError as exc:
+            report.failed.append((vf.rel_path, str(exc)))
+            continue
+        st = states.get(vf.rel_path)
+        if st is not None and st.content_hash == digest and st.chunker == chunker.fingerprint:
+            report.unchanged += 1
+            continue
+        todo.append((vf, digest))
+
+    progress("text", 0, len(todo))
+    for start in range(0, len(todo), NOTE_BATCH):
+        with store.transaction():
+            for vf, digest in todo[start : start + NOTE_BATCH]:
+                try:
+                    note, parsed = load_note(vf, settings.default_acl)
+                except NoteError as exc:
+                    report.failed.append((vf.rel_path, str(exc)))  # an older indexed version stays
+                    continue
+                previous = states.get(vf.rel_path)
+                moved_from = gone_by_hash.pop(digest, None) if previous is None else None
+                if moved_from is not None:
+                    note = dataclasses.replace(note, note_id=moved_from.note_id)
+                    gone.pop(moved_from.path, None)
+                    report.moved.append((moved_from.path, vf.rel_path))
+                elif previous is None:
+                    if note.note_id in taken_ids:  # a note moved away from this path kept the path's id
+                        note = dataclasses.replace(note, note_id=note_id_for(f"{vf.rel_path}\x1f{digest}"))
+                    report.added.append(vf.rel_path)
+                else:
+                    report.changed.append(vf.rel_path)
+                chunks = chunker.chunk(note, parsed)
+                tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]
+                store.upsert_note(note, chunks, tokens, chunker.fingerprint)
+                report.chunks_written += len(chunks)
+        progress("text", min(start + NOTE_BATCH, len(todo)), len(todo))
+
+    for path in sorted(gone):
+        if store.delete_note(path):
+            report.deleted.append(path)
+    store.set_meta("vault", str(vault.resolve()))
+    store.set_meta("chunker", chunker.fingerprint)
+    store.set_meta("text_indexed_at", str(time.time()))
+    report.text_seconds = time.perf_counter() - t0
+    return report
+
+
+def space_for(embedder: Embedder, settings: IndexSettings) -> Space:
+    return Space(embedder.provider, embedder.model, embedder.dim, make_chunker(settings).fingerprint)
+
+
+def embed_pending(
+    store: SqliteStore,
+    embedder: Embedder,
+    space: Space,
+    batch_size: int,
+    report: IndexReport,
+    progress: Progress = _noop,
+    max_seconds: float | None = None,
+) -> IndexReport:
+    """Embed every chunk without a vector in ``space`` (cache first), committing per batch."""
+    t0 = time.perf_counter()
+    store.ensure_space(space)
+    total, _ = store.count_pending(space)
+    done = 0
+    progress("vectors", 0, total)
+    while True:
+        page = store.pending_chunks(space, limit=PENDING_PAGE)
+        if not page:
+            break
+        cached = store.cached_vectors(space, [p.embed_hash for p in page])
+        hits = [(p.rowid, p.embed_hash, cached[p.embed_hash]) for p in page if p.embed_hash in cached]
+        if hits:
+            store.put_vectors(space, hits, cache=False)
+            report.vectors_from_cache += len(hits)
+            done += len(hits)
+            progress("vectors", done, total)
+        misses = [p for p in page if p.embed_hash not in cached]
+        for i in range(0, len(misses), batch_size):
+            batch = misses[i : i + batch_size]
+            vectors = embedder.embed([p.embed_text for p in batch])
+            store.put_vectors(space, [(p.rowid, p.embed_hash, v) for p, v in zip(batch, vectors, strict=True)])
+            report.vectors_embedded += len(batch)
+            done += len(batch)
+            progress("vectors", done, total)
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                break
+        else:
+            continue
+        break
+    report.vectors_pending = store.count_pending(space)[0]
+    report.embed_seconds = time.perf_counter() - t0
+    store.set_meta("space", space.name)
+    return report

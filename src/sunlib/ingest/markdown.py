@@ -1,0 +1,129 @@
+"""Markdown -> frontmatter, heading-aware blocks, tags and wikilinks.
+
+Block structure comes from markdown-it-py (CommonMark + tables): it knows
+ATX and setext headings and never reads ``#`` inside a code fence as a
+heading. Its line maps are turned into code-point spans of the original text,
+so every block is an exact slice of the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from markdown_it import MarkdownIt
+
+from ..contracts import Block
+from .ids import line_starts
+
+_MD = MarkdownIt("commonmark").enable("table")
+_FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+_WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
+_INLINE_TAG = re.compile(r"(?<![\w#&/\\])#([^\W\d_][\w\-/]*|\d+[^\W\d_][\w\-/]*)", re.UNICODE)
+_BLOCK_KINDS = {
+    "paragraph_open": "paragraph",
+    "bullet_list_open": "list",
+    "ordered_list_open": "list",
+    "blockquote_open": "quote",
+    "table_open": "table",
+    "fence": "code",
+    "code_block": "code",
+    "html_block": "html",
+}
+
+
+class FrontmatterError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ParsedMarkdown:
+    frontmatter: dict[str, Any]
+    body_start: int  # code point where the body starts (after frontmatter)
+    blocks: tuple[Block, ...]
+    first_h1: str | None
+    tags: tuple[str, ...]
+    links: tuple[str, ...]
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], int]:
+    """YAML frontmatter (``---`` on the first line, closed by ``---`` or ``...``) and where the body starts."""
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return {}, 0
+    first_nl = text.index("\n") + 1
+    m = _FRONTMATTER_END.search(text, first_nl)
+    if m is None:
+        return {}, 0  # a lone thematic break, not frontmatter
+    try:
+        data = yaml.safe_load(text[first_nl : m.start()]) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        raise FrontmatterError(f"invalid YAML frontmatter{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise FrontmatterError("frontmatter must be a YAML mapping")
+    end = m.end()
+    if end < len(text) and text[end] == "\r":
+        end += 1
+    if end < len(text) and text[end] == "\n":
+        end += 1
+    return data, end
+
+
+def parse_markdown(text: str) -> ParsedMarkdown:
+    frontmatter, body_start = split_frontmatter(text)
+    starts = line_starts(text)
+    first_body_line = text.count("\n", 0, body_start)
+    # Blank out the frontmatter lines so markdown-it's line numbers match the file.
+    source = "\n" * first_body_line + text[body_start:]
+    tokens = _MD.parse(source)
+
+    blocks: list[Block] = []
+    headings: list[tuple[int, str]] = []  # (level, title) stack
+    first_h1: str | None = None
+    inline_text: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.type == "heading_open":
+            level = int(tok.tag[1])
+            title = tokens[i + 1].content.strip()
+            while headings and headings[-1][0] >= level:
+                headings.pop()
+            headings.append((level, title))
+            if level == 1 and first_h1 is None:
+                first_h1 = title
+            inline_text.append(title)
+            i += 3
+            continue
+        if tok.type == "inline":
+            inline_text.append(tok.content)
+        if tok.level == 0 and tok.type in _BLOCK_KINDS and tok.map:
+            line0, line1 = tok.map
+            start = starts[line0]
+            end = starts[line1] if line1 < len(starts) else len(text)
+            while end > start and text[end - 1] in "\r\n \t":
+                end -= 1
+            if end > start:
+                blocks.append(
+                    Block(
+                        kind=_BLOCK_KINDS[tok.type],
+                        heading_path=tuple(t for _, t in headings),
+                        start=start,
+                        end=end,
+                        start_line=line0 + 1,
+                        end_line=line0 + text.count("\n", start, end) + 1,
+                    )
+                )
+        i += 1
+
+    prose = "\n".join(inline_text)
+    tags = tuple(dict.fromkeys(t.lower() for t in _INLINE_TAG.findall(_strip_code_spans(prose))))
+    links = tuple(dict.fromkeys(m.group(1).strip() for m in _WIKILINK.finditer(prose)))
+    return ParsedMarkdown(frontmatter, body_start, tuple(blocks), first_h1, tags, links)
+
+
+def _strip_code_spans(text: str) -> str:
+    return re.sub(r"`[^`\n]*`", " ", text)

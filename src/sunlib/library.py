@@ -1,0 +1,158 @@
+"""A library = a vault folder + its index. The small public Python API.
+
+    from sunlib import Library
+    lib = Library.open("~/notes")
+    lib.index()
+    for hit in lib.search("how do I filter by tag", mode="hybrid").hits:
+        print(hit.path, hit.heading_path, hit.score)
+
+Where the index lives: ``index_dir`` from settings if set; otherwise
+``<vault>/.sunlib/`` when the vault is writable, else a folder under
+``$SUNLIB_HOME/indexes/`` (default ``~/.local/share/sunlib``) named after the vault.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .config import Settings, load_settings
+from .contracts import SearchFilters, SearchResult
+from .errors import UserError
+from .indexing import IndexReport, Progress, embed_pending, space_for, sync_text
+from .ingest.ids import sha256_hex
+from .providers import Embedder, create_embedder
+from .retrieve import SearchEngine, SearchRequest
+from .store import Space, SqliteStore, versions
+from .trace import Tracer
+
+DB_NAME = "sunlib.db"
+
+
+def _quiet(phase: str, done: int, total: int) -> None:
+    pass
+
+
+def sunlib_home() -> Path:
+    return Path(os.environ.get("SUNLIB_HOME") or Path.home() / ".local" / "share" / "sunlib")
+
+
+def default_index_dir(vault: Path) -> Path:
+    local = vault / ".sunlib"
+    if local.is_dir() and os.access(local, os.W_OK):
+        return local
+    if not local.exists() and os.access(vault, os.W_OK):
+        return local
+    slug = "".join(ch if ch.isalnum() else "-" for ch in vault.name)[:40] or "vault"
+    return sunlib_home() / "indexes" / f"{slug}-{sha256_hex(str(vault))[:10]}"
+
+
+class Library:
+    def __init__(self, vault: Path, settings: Settings) -> None:
+        self.vault = vault
+        self.settings = settings
+        self.index_dir = (settings.index_dir or default_index_dir(vault)).expanduser()
+        self.db_path = self.index_dir / DB_NAME
+        self._store: SqliteStore | None = None
+        self._embedder: Embedder | None = None
+
+    @classmethod
+    def open(cls, vault: str | Path, config: str | Path | None = None, **overrides: Any) -> Library:
+        root = Path(vault).expanduser()
+        if not root.is_dir():
+            raise UserError(f"vault folder not found: {root}")
+        root = root.resolve()
+        settings = load_settings(root, Path(config) if config else None, **overrides)
+        return cls(root, settings)
+
+    # -- parts ---------------------------------------------------------------------------
+
+    @property
+    def store(self) -> SqliteStore:
+        if self._store is None:
+            self.index_dir.mkdir(parents=True, exist_ok=True)
+            self._store = SqliteStore(self.db_path)
+        return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = create_embedder(self.settings.embedding)
+        return self._embedder
+
+    @property
+    def space(self) -> Space:
+        return space_for(self.embedder, self.settings.index)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- verbs ---------------------------------------------------------------------------
+
+    def index(self, embed: bool | None = None, progress: Progress | None = None) -> IndexReport:
+        """Bring the index up to date with the vault: text first, then (optionally) vectors."""
+        report = sync_text(self.store, self.vault, self.settings.index, progress or _quiet)
+        if self.settings.index.embed if embed is None else embed:
+            embed_pending(
+                self.store, self.embedder, self.space, self.settings.embedding.batch_size, report, progress or _quiet
+            )
+        else:
+            report.vectors_pending = self.store.count_pending(self.space)[0] if self._embedder else 0
+        return report
+
+    def search(
+        self,
+        query: str,
+        mode: str | None = None,
+        filters: SearchFilters | None = None,
+        principals: Sequence[str] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        tracer: Tracer | None = None,
+    ) -> SearchResult:
+        mode = mode or self.settings.search.mode
+        needs_vectors = mode in ("dense", "hybrid")
+        engine = SearchEngine(
+            self.store,
+            self.settings.search,
+            self.space if needs_vectors else None,
+            self.embedder.embed_query if needs_vectors else None,
+        )
+        request = SearchRequest(
+            query=query,
+            mode=mode,
+            filters=filters or SearchFilters(),
+            principals=tuple(principals if principals is not None else self.settings.search.principals),
+            limit=limit,
+            offset=offset,
+        )
+        return engine.search(request, tracer)
+
+    def status(self) -> dict[str, Any]:
+        store = self.store
+        active = self.space
+        pending, total = store.count_pending(active)
+        return {
+            "vault": str(self.vault),
+            "index": str(self.db_path),
+            "counts": store.counts(),
+            "chunker": store.get_meta("chunker"),
+            "active_space": active.name,
+            "vectors_pending": pending,
+            "vectors_total": total - pending,
+            "spaces": store.spaces(),
+            "text_indexed_at": store.get_meta("text_indexed_at"),
+        }
+
+    def doctor(self) -> dict[str, Any]:
+        return {"versions": versions(self.store.conn), "integrity": self.store.integrity_check()}

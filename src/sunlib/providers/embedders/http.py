@@ -1,0 +1,426 @@
+"""Remote embedders over HTTP. Both need the network and, except on loopback, a key.
+
+* ``openai``: any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint:
+  OpenAI itself (``https://api.openai.com/v1``, the default, model
+  ``text-embedding-3-small``), DashScope ``text-embedding-v4``
+  (``https://dashscope.aliyuncs.com/compatible-mode/v1``), Ollama
+  (``http://localhost:11434/v1``), vLLM and the llama.cpp server. The key is read
+  from the environment variable named by ``api_key_env`` (default
+  ``OPENAI_API_KEY``); a server on a loopback host needs none. ``dimensions`` is
+  sent when set (truncatable models); otherwise ``dim`` is learned from the
+  first answer (a one-text probe when it is asked for before any embedding).
+* ``gemini``: Google's ``gemini-embedding-001`` through
+  ``models/{model}:batchEmbedContents`` with the ``x-goog-api-key`` header and
+  ``RETRIEVAL_DOCUMENT`` / ``RETRIEVAL_QUERY`` task types. Its vectors are
+  truncatable (``dimensions``, 1..3072, default 768); truncated vectors are not
+  unit length, which the Embedder's public methods fix. Key from ``api_key_env``
+  (default ``GEMINI_API_KEY``, or ``GOOGLE_API_KEY``).
+
+Both share one request loop: one ``httpx.Client``, ``timeout_s`` per request,
+and up to ``max_retries`` retries with capped exponential backoff on connection
+errors, timeouts, 429 and 5xx (a ``Retry-After`` header is honoured, capped).
+Other 4xx answers fail at once. A missing key raises MissingCredentials; no
+provider ever falls back to another. The key is sent in a header and never
+logged or echoed (it is redacted from any server message we repeat).
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import math
+import os
+import time
+from collections.abc import Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+import numpy as np
+
+from ...config import EmbeddingSettings
+from ...errors import ConfigError, MissingCredentials, ProviderError
+from ..registry import Embedder, Kind, register_embedder
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+OPENAI_MODEL = "text-embedding-3-small"
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
+OPENAI_MAX_BATCH = 2048
+# DashScope's compatible mode takes at most 10 inputs per request for text-embedding-v3/v4.
+SMALL_BATCH_HOSTS = {"dashscope.aliyuncs.com": 10, "dashscope-intl.aliyuncs.com": 10}
+
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+GEMINI_MODEL = "gemini-embedding-001"
+GEMINI_KEY_ENV = "GEMINI_API_KEY"
+GEMINI_FALLBACK_KEY_ENV = "GOOGLE_API_KEY"
+GEMINI_DIM = 768
+GEMINI_MAX_DIM = 3072
+GEMINI_MAX_BATCH = 100  # batchEmbedContents accepts at most 100 requests
+
+BACKOFF_S = 0.5  # first retry delay; doubles each time
+MAX_BACKOFF_S = 20.0  # cap on any single wait, Retry-After included
+PROBE_TEXT = "dimension probe"
+LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
+
+
+def is_loopback(url: str) -> bool:
+    """True when the URL's host is this machine (127.0.0.0/8, ::1, localhost)."""
+    try:
+        host = httpx.URL(url).host
+    except Exception:
+        return False
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_key(env_names: Sequence[str]) -> str | None:
+    for name in env_names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP date), or None."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The server's own error message: OpenAI/Gemini ``{"error": {"message"}}`` or a fallback."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        for key in ("error", "message", "detail"):
+            if isinstance(body.get(key), str) and body[key]:
+                return str(body[key])
+    text = response.text.strip()
+    return text[:300] if text else response.reason_phrase
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _vector(values: object, where: str) -> list[float]:
+    """One embedding as floats; a base64 string (little-endian float32) is decoded too."""
+    if isinstance(values, str):
+        try:
+            return np.frombuffer(base64.b64decode(values, validate=True), dtype="<f4").tolist()
+        except (ValueError, TypeError):
+            raise ProviderError(f"malformed response: {where} is neither a list of numbers nor base64") from None
+    if not isinstance(values, list) or not values:
+        raise ProviderError(f"malformed response: {where} is not a non-empty list of numbers")
+    if not all(_is_number(x) for x in values):
+        raise ProviderError(f"malformed response: {where} holds non-numeric values")
+    return values
+
+
+class HttpEmbedder(Embedder):
+    """Shared request loop, batching, validation and lazy ``dim`` for the HTTP providers."""
+
+    provider = "http"
+    max_batch = OPENAI_MAX_BATCH
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        api_key: str | None,
+        dimensions: int | None = None,
+        batch_size: int = 16,
+        timeout_s: float = 30.0,
+        max_retries: int = 3,
+        backoff_s: float = BACKOFF_S,
+        max_backoff_s: float = MAX_BACKOFF_S,
+        transport: httpx.BaseTransport | None = None,
+        client: httpx.Client | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url.rstrip("/")
+        self.dimensions = dimensions
+        self._dim: int | None = dimensions
+        self.batch_size = max(1, min(batch_size, self.max_batch))
+        self.max_retries = max(0, max_retries)
+        self.backoff_s = max(0.0, backoff_s)
+        self.max_backoff_s = max(0.0, max_backoff_s)
+        self._api_key = api_key
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers.update(self._auth_headers(api_key))
+        if client is not None:
+            client.headers.update(headers)
+            self._client = client
+        else:
+            self._client = httpx.Client(
+                timeout=httpx.Timeout(timeout_s), headers=headers, transport=transport, follow_redirects=False
+            )
+
+    # -- provider specifics -------------------------------------------------
+
+    def _auth_headers(self, api_key: str | None) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _url(self) -> str:
+        raise NotImplementedError
+
+    def _body(self, texts: Sequence[str], kind: Kind) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _parse(self, payload: Any, n: int) -> list[list[float]]:
+        raise NotImplementedError
+
+    # -- dim ----------------------------------------------------------------
+
+    @property
+    def dim(self) -> int:
+        """Known from settings, else learned from the first answer (probing once if needed)."""
+        if self._dim is None:
+            self.embed_batch([PROBE_TEXT], "passage")
+        assert self._dim is not None
+        return self._dim
+
+    @dim.setter
+    def dim(self, value: int) -> None:
+        self._dim = value
+
+    # -- embedding ----------------------------------------------------------
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        texts = list(texts)
+        parts: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start : start + self.batch_size]
+            payload = self._post(self._url(), self._body(chunk, kind))
+            parts.append(self._to_array(self._parse(payload, len(chunk)), len(chunk)))
+        if not parts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        return np.concatenate(parts, axis=0)
+
+    def _to_array(self, rows: list[list[float]], n: int) -> np.ndarray:
+        if len(rows) != n:
+            raise ProviderError(f"malformed response: {len(rows)} embeddings for {n} inputs")
+        widths = {len(r) for r in rows}
+        if len(widths) != 1:
+            raise ProviderError(f"malformed response: embeddings of differing lengths {sorted(widths)}")
+        arr = np.asarray(rows, dtype=np.float32).reshape(n, widths.pop())
+        if not np.isfinite(arr).all():
+            raise ProviderError("malformed response: non-finite values in embeddings")
+        width = arr.shape[1]
+        if self._dim is None:
+            self._dim = width
+        elif width != self._dim:
+            hint = " (does the server honour 'dimensions'?)" if self.dimensions else ""
+            raise ProviderError(f"{self.provider} returned {width}-d vectors, expected {self._dim}{hint}")
+        return arr
+
+    # -- HTTP ---------------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
+        hinted = _retry_after(response) if response is not None else None
+        wait = hinted if hinted is not None else self.backoff_s * (2**attempt)
+        return min(wait, self.max_backoff_s)
+
+    def _post(self, url: str, body: dict[str, Any]) -> Any:
+        """POST JSON with retries; the parsed JSON answer, or ProviderError."""
+        last = ""
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            response: httpx.Response | None = None
+            try:
+                response = self._client.post(url, json=body)
+            except httpx.TimeoutException as exc:
+                last = f"timed out ({type(exc).__name__})"
+            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                last = f"connection failed ({type(exc).__name__}: {self._redact(str(exc))})"
+            except httpx.HTTPError as exc:
+                raise ProviderError(f"{self.provider} request to {url} failed: {self._redact(str(exc))}") from None
+            else:
+                status = response.status_code
+                if 200 <= status < 300:
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise ProviderError(f"malformed response from {self.provider} ({url}): not JSON") from None
+                message = self._redact(_error_message(response))
+                if status != 429 and status < 500:
+                    raise ProviderError(f"{self.provider} embeddings failed: HTTP {status}: {message}")
+                last = f"HTTP {status}: {message}"
+            if attempt + 1 < attempts:
+                time.sleep(self._delay(attempt, response))
+        raise ProviderError(f"{self.provider} embeddings failed after {attempts} attempt(s) to {url}: {last}")
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> HttpEmbedder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+
+class OpenAIEmbedder(HttpEmbedder):
+    """Any OpenAI-compatible ``/embeddings`` endpoint."""
+
+    provider = "openai"
+
+    def __init__(self, *, base_url: str = OPENAI_BASE_URL, model: str = OPENAI_MODEL, **kwargs: Any) -> None:
+        host = httpx.URL(base_url).host.lower()
+        if host in SMALL_BATCH_HOSTS:
+            self.max_batch = SMALL_BATCH_HOSTS[host]
+        super().__init__(base_url=base_url, model=model, **kwargs)
+
+    def _auth_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def _url(self) -> str:
+        return self.base_url if self.base_url.endswith("/embeddings") else f"{self.base_url}/embeddings"
+
+    def _body(self, texts: Sequence[str], kind: Kind) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "input": list(texts), "encoding_format": "float"}
+        if self.dimensions:
+            body["dimensions"] = self.dimensions
+        return body
+
+    def _parse(self, payload: Any, n: int) -> list[list[float]]:
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, list):
+            raise ProviderError("malformed response: no 'data' list")
+        if len(data) != n:
+            raise ProviderError(f"malformed response: {len(data)} embeddings for {n} inputs")
+        if not all(isinstance(item, dict) for item in data):
+            raise ProviderError("malformed response: 'data' items are not objects")
+        indices = [item.get("index") for item in data]
+        if all(isinstance(i, int) and not isinstance(i, bool) for i in indices):
+            if sorted(indices) != list(range(n)):
+                raise ProviderError(f"malformed response: indices {sorted(indices)} are not 0..{n - 1}")
+            data = sorted(data, key=lambda item: item["index"])
+        elif any(i is not None for i in indices):
+            raise ProviderError("malformed response: some 'index' fields missing or not integers")
+        return [_vector(item.get("embedding"), f"data[{k}].embedding") for k, item in enumerate(data)]
+
+
+class GeminiEmbedder(HttpEmbedder):
+    """Google Gemini ``batchEmbedContents`` (gemini-embedding-001)."""
+
+    provider = "gemini"
+    max_batch = GEMINI_MAX_BATCH
+
+    def __init__(
+        self,
+        *,
+        base_url: str = GEMINI_BASE_URL,
+        model: str = GEMINI_MODEL,
+        dimensions: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        dims = dimensions or GEMINI_DIM
+        if not 1 <= dims <= GEMINI_MAX_DIM:
+            raise ConfigError(f"gemini dimensions must be between 1 and {GEMINI_MAX_DIM}, got {dims}")
+        model = model.removeprefix("models/")
+        super().__init__(base_url=base_url, model=model, dimensions=dims, **kwargs)
+
+    def _auth_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"x-goog-api-key": api_key} if api_key else {}
+
+    def _url(self) -> str:
+        return f"{self.base_url}/models/{self.model}:batchEmbedContents"
+
+    def _body(self, texts: Sequence[str], kind: Kind) -> dict[str, Any]:
+        task = "RETRIEVAL_QUERY" if kind == "query" else "RETRIEVAL_DOCUMENT"
+        return {
+            "requests": [
+                {
+                    "model": f"models/{self.model}",
+                    "content": {"parts": [{"text": text}]},
+                    "taskType": task,
+                    "outputDimensionality": self.dimensions,
+                }
+                for text in texts
+            ]
+        }
+
+    def _parse(self, payload: Any, n: int) -> list[list[float]]:
+        embeddings = payload.get("embeddings") if isinstance(payload, dict) else None
+        if not isinstance(embeddings, list):
+            raise ProviderError("malformed response: no 'embeddings' list")
+        if len(embeddings) != n:
+            raise ProviderError(f"malformed response: {len(embeddings)} embeddings for {n} inputs")
+        if not all(isinstance(e, dict) for e in embeddings):
+            raise ProviderError("malformed response: 'embeddings' items are not objects")
+        return [_vector(e.get("values"), f"embeddings[{k}].values") for k, e in enumerate(embeddings)]
+
+
+def _common(settings: EmbeddingSettings) -> dict[str, Any]:
+    return {
+        "batch_size": settings.batch_size,
+        "timeout_s": settings.timeout_s,
+        "max_retries": settings.max_retries,
+    }
+
+
+@register_embedder("openai")
+def _openai(settings: EmbeddingSettings) -> Embedder:
+    base_url = settings.base_url or OPENAI_BASE_URL
+    env = settings.api_key_env or OPENAI_KEY_ENV
+    key = _read_key([env])
+    if key is None and not is_loopback(base_url):
+        raise MissingCredentials(
+            f"the openai embedding provider needs an API key for {base_url}: set the {env} environment "
+            "variable (or name another one with embedding.api_key_env)"
+        )
+    return OpenAIEmbedder(
+        base_url=base_url,
+        model=settings.model or OPENAI_MODEL,
+        api_key=key,
+        dimensions=settings.dimensions,
+        **_common(settings),
+    )
+
+
+@register_embedder("gemini")
+def _gemini(settings: EmbeddingSettings) -> Embedder:
+    env = settings.api_key_env or GEMINI_KEY_ENV
+    names = [env, GEMINI_FALLBACK_KEY_ENV] if env == GEMINI_KEY_ENV else [env]
+    key = _read_key(names)
+    if key is None:
+        raise MissingCredentials(
+            f"the gemini embedding provider needs an API key: set {' or '.join(names)} "
+            "(or name another variable with embedding.api_key_env)"
+        )
+    return GeminiEmbedder(
+        base_url=settings.base_url or GEMINI_BASE_URL,
+        model=settings.model or GEMINI_MODEL,
+        api_key=key,
+        dimensions=settings.dimensions,
+        **_common(settings),
+    )

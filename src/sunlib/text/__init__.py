@@ -1,0 +1,6 @@
+"""Language-aware text helpers: FTS tokens, sentence spans, token estimates."""
+
+from .sentences import sentence_spans
+from .tokens import estimate_tokens, fts_query, fts_tokens, is_cjk, query_terms, token_weight
+
+__all__ = ["estimate_tokens", "fts_query", "fts_tokens", "is_cjk", "query_terms", "sentence_spans", "token_weight"]

@@ -1,0 +1,103 @@
+"""Shared fixtures: real SQLite files in tmp dirs, the bundled sample vault, real providers.
+
+Test-only providers are registered through the real registry (never by patching
+sunlib): ``counting`` wraps the hash embedder and counts what it embeds;
+``flaky`` fails after a set number of batches, to interrupt indexing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from sunlib import Library
+from sunlib.config import EmbeddingSettings
+from sunlib.errors import ProviderError
+from sunlib.providers.embedders.hashing import HashEmbedder
+from sunlib.providers.registry import Kind, register_embedder
+
+SAMPLE_VAULT = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "sample_vault"
+
+
+class CountingEmbedder(HashEmbedder):
+    """The hash embedder, counting every text it embeds (class-level, reset per test)."""
+
+    provider = "counting"
+    seen: ClassVar[list[str]] = []
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        if kind == "passage":
+            CountingEmbedder.seen.extend(texts)
+        return super().embed_batch(texts, kind)
+
+
+class FlakyEmbedder(HashEmbedder):
+    """Fails on the (fail_after + 1)-th passage batch: an interrupted embedding run."""
+
+    provider = "flaky"
+    fail_after = 1
+    batches = 0
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        if kind == "passage":
+            FlakyEmbedder.batches += 1
+            if FlakyEmbedder.batches > FlakyEmbedder.fail_after:
+                raise ProviderError("flaky provider: simulated failure")
+        return super().embed_batch(texts, kind)
+
+
+@register_embedder("counting")
+def _counting(settings: EmbeddingSettings) -> CountingEmbedder:
+    return CountingEmbedder(settings.dimensions or 64)
+
+
+@register_embedder("flaky")
+def _flaky(settings: EmbeddingSettings) -> FlakyEmbedder:
+    return FlakyEmbedder(settings.dimensions or 64)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the user's ~/.local/share/sunlib or inherits SUNLIB_* settings."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("SUNLIB_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("SUNLIB_HOME", str(tmp_path_factory.mktemp("sunlib_home")))
+    CountingEmbedder.seen = []
+    FlakyEmbedder.batches = 0
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    """A private, writable copy of the bundled sample vault."""
+    dest = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".sunlib"))
+    return dest
+
+
+@pytest.fixture
+def hash_library(vault: Path) -> Iterator[Library]:
+    """The sample vault indexed with the deterministic hash embedder."""
+    lib = Library.open(vault, embedding={"provider": "hash"})
+    lib.index()
+    yield lib
+    lib.close()
+
+
+@pytest.fixture(scope="session")
+def e5_library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
+    """The sample vault indexed once per session with the bundled e5 model (real embeddings)."""
+    root = tmp_path_factory.mktemp("e5")
+    dest = root / "vault"
+    shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".sunlib"))
+    lib = Library.open(dest, embedding={"provider": "e5"}, index_dir=root / "index")
+    lib.index()
+    yield lib
+    lib.close()

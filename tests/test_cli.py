@@ -1,0 +1,163 @@
+"""The CLI as a user meets it: real subprocesses, real index files, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def sunlib(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "sunlib", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def indexed(vault: Path) -> Path:
+    r = sunlib("index", str(vault), "--provider", "hash", "--json")
+    assert r.returncode == 0, r.stderr
+    return vault
+
+
+def test_index_reports_json_summary(vault: Path) -> None:
+    r = sunlib("index", str(vault), "--provider", "hash", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert len(report["added"]) == 19
+    assert report["failed"] == []
+    assert report["vectors_pending"] == 0
+    again = json.loads(sunlib("index", str(vault), "--provider", "hash", "--json").stdout)
+    assert again["added"] == [] and again["unchanged"] == 19 and again["vectors_embedded"] == 0
+
+
+def test_index_human_summary_lists_failures(vault: Path) -> None:
+    (vault / "broken.md").write_bytes(b"---\ntitle: [unclosed\n---\nbody\n")
+    r = sunlib("index", str(vault), "--provider", "hash", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "added" in r.stdout and "failed" in r.stdout
+    assert "broken.md" in r.stderr and "invalid YAML frontmatter" in r.stderr
+
+
+def test_search_json_has_citations(indexed: Path) -> None:
+    r = sunlib("search", "empty ACL public", "--vault", str(indexed), "--mode", "bm25", "--json", "-n", "3")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["mode"] == "bm25" and 1 <= len(data["results"]) <= 3
+    top = data["results"][0]
+    assert top["path"] == "guide/search/filters-and-acl.md"
+    cit = top["citation"]
+    text = (indexed / cit["path"]).read_text(encoding="utf-8")
+    span = text.encode("utf-16-le")[2 * cit["start"] : 2 * cit["end"]].decode("utf-16-le")
+    assert top["snippet"].strip("…")[:40] in span  # the snippet is a window of the cited span
+    assert text.splitlines()[cit["start_line"] - 1].strip() in span
+
+
+def test_search_explain_shows_routes_and_fusion(indexed: Path) -> None:
+    env = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    r = sunlib("search", "中文 分词", "--vault", str(indexed), "--explain", env=env)
+    assert r.returncode == 0, r.stderr
+    for step in ("BM25 Retrieval", "Dense Retrieval", "Hybrid Fusion"):
+        assert step in r.stdout
+    assert "contribution" in r.stdout or "+0." in r.stdout
+    j = json.loads(sunlib("search", "中文 分词", "--vault", str(indexed), "--explain", "--json", env=env).stdout)
+    names = [s["name"] for s in j["trace"]["steps"]]
+    assert names == ["BM25 Retrieval", "Dense Retrieval", "Hybrid Fusion"]
+    first = j["results"][0]["routes"]
+    assert abs(sum(r["contribution"] for r in first.values()) - j["results"][0]["score"]) < 1e-4
+
+
+def test_search_acl_and_filters(indexed: Path) -> None:
+    env = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    public = json.loads(sunlib("search", "rebuild window Sunday", "--vault", str(indexed), "--json", env=env).stdout)
+    assert all(not r["path"].startswith("internal/") for r in public["results"])
+    ops = json.loads(
+        sunlib("search", "rebuild window Sunday", "--vault", str(indexed), "--as", "ops", "--json", env=env).stdout
+    )
+    assert ops["results"][0]["path"] == "internal/ops-runbook.md"
+    zh = json.loads(
+        sunlib("search", "search", "--vault", str(indexed), "--filter", "language=zh", "--json", env=env).stdout
+    )
+    assert zh["results"] and all(r["path"].startswith("zh/") for r in zh["results"])
+    folder = json.loads(
+        sunlib("search", "index", "--vault", str(indexed), "--folder", "reference", "--json", env=env).stdout
+    )
+    assert folder["results"] and all(r["path"].startswith("reference/") for r in folder["results"])
+
+
+def test_remembered_vault_and_status(indexed: Path, tmp_path: Path) -> None:
+    env = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    r = sunlib("status", "--json", cwd=tmp_path, env=env)  # no --vault: the last indexed vault
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["vault"] == str(indexed.resolve())
+    assert info["counts"]["notes"] == 19 and info["vectors_pending"] == 0
+
+
+def test_doctor_prints_versions() -> None:
+    r = sunlib("doctor", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["sqlite"].startswith("3.") and info["sqlite_vec"].startswith("v0.1")
+    assert info["fts5"] == "True"
+    assert {"hash", "e5", "use", "minilm", "openai", "gemini"} <= set(info["embedders"])
+
+
+def test_init_writes_config_once(tmp_path: Path) -> None:
+    assert sunlib("init", str(tmp_path)).returncode == 0
+    assert (tmp_path / "sunlib.toml").is_file()
+    again = sunlib("init", str(tmp_path))
+    assert again.returncode != 0 and "already exists" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "x", "--mode", "fuzzy"], "unknown mode 'fuzzy'"),
+        (["search", "   "], "the query is empty"),
+        (["search", "x", "--filter", "chapter"], "--filter expects key=value"),
+        (["search", "x", "--since", "yesterday"], "--since expects a date"),
+        (["search", "x", "--fusion", "magic"], "invalid setting search.fusion"),
+        (["index", "/definitely/not/here"], "vault folder not found"),
+        (["index", "{vault}", "--provider", "nope"], "unknown embedding provider 'nope'"),
+        (["eval", "retrieval", "{vault}"], "not a BEIR dataset"),
+    ],
+)
+def test_errors_are_one_line_and_nonzero(indexed: Path, args: list[str], message: str) -> None:
+    args = [a.replace("{vault}", str(indexed)) for a in args]
+    if args[0] == "search":
+        args += ["--vault", str(indexed)]
+    r = sunlib(*args, env={"SUNLIB_EMBEDDING__PROVIDER": "hash"})
+    assert r.returncode != 0
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    assert message in lines[0]
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_index_and_bad_config_are_clear(vault: Path) -> None:
+    r = sunlib("search", "x", "--vault", str(vault))
+    assert r.returncode != 0 and "has no index yet" in r.stderr
+    (vault / "sunlib.toml").write_text("[search\nmode=", encoding="utf-8")
+    r = sunlib("status", "--vault", str(vault))
+    assert r.returncode != 0 and "cannot read config" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_bad_input_loses_nothing(indexed: Path) -> None:
+    db = indexed / ".sunlib" / "sunlib.db"
+    before = db.stat().st_size
+    r = sunlib("search", 'NEAR("a" b) AND * : "', "--vault", str(indexed), "--mode", "bm25", "--json")
+    assert r.returncode == 0, r.stderr
+    r = sunlib("status", "--vault", str(indexed), "--json", env={"SUNLIB_EMBEDDING__PROVIDER": "hash"})
+    assert json.loads(r.stdout)["counts"]["notes"] == 19
+    assert db.stat().st_size >= before

@@ -1,0 +1,138 @@
+"""Retrieval evaluation: metric code against ir-measures, BEIR loading, the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import ir_measures
+import pytest
+from ir_measures import MRR, R, nDCG
+
+from sunlib.config import load_settings
+from sunlib.errors import DatasetError
+from sunlib.evaluate import evaluate_retrieval, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
+from sunlib.evaluate.metrics import percentile
+
+
+def test_metrics_match_ir_measures_on_a_random_run() -> None:
+    rng = random.Random(7)
+    docs = [f"d{i}" for i in range(60)]
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, list[str]] = {}
+    for q in range(25):
+        qid = f"q{q}"
+        qrels[qid] = {d: rng.choice([1, 1, 2, 3]) for d in rng.sample(docs, rng.randint(1, 6))}
+        run[qid] = rng.sample(docs, 40)
+    # one query with no relevant document retrieved at all
+    run["q0"] = [d for d in docs if d not in qrels["q0"]][:40]
+    ir_run = {q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in run.items()}
+    ref = ir_measures.calc_aggregate([nDCG @ 10, R @ 10, R @ 100, MRR @ 10], qrels, ir_run)
+    ours = {
+        "ndcg": sum(ndcg_at_k(run[q], qrels[q], 10) for q in qrels) / len(qrels),
+        "r10": sum(recall_at_k(run[q], qrels[q], 10) for q in qrels) / len(qrels),
+        "r100": sum(recall_at_k(run[q], qrels[q], 100) for q in qrels) / len(qrels),
+        "mrr": sum(mrr_at_k(run[q], qrels[q], 10) for q in qrels) / len(qrels),
+    }
+    assert ours["ndcg"] == pytest.approx(ref[nDCG @ 10], abs=1e-9)
+    assert ours["r10"] == pytest.approx(ref[R @ 10], abs=1e-9)
+    assert ours["r100"] == pytest.approx(ref[R @ 100], abs=1e-9)
+    assert ours["mrr"] == pytest.approx(ref[MRR @ 10], abs=1e-9)
+
+
+def test_percentile_matches_numpy() -> None:
+    import numpy as np
+
+    values = [random.Random(1).random() * 100 for _ in range(37)]
+    for q in (50, 95, 99):
+        assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+
+
+def write_beir(root: Path) -> Path:
+    corpus = [
+        {"_id": "en1", "title": "Sourdough", "text": "A sourdough starter ferments flour and water with wild yeast."},
+        {
+            "_id": "en2",
+            "title": "Bicycles",
+            "text": "Check tyre pressure before a long ride; inflate to the rated PSI.",
+        },
+        {"_id": "en3", "title": "Tea", "text": "Green tea is steeped at lower temperatures than black tea."},
+        {"_id": "zh1", "title": "熊猫", "text": "大熊猫主要以竹子为食，生活在四川的山区。"},
+        {"_id": "zh2", "title": "长城", "text": "长城是中国古代修建的军事防御工程，绵延数千公里。"},
+        {"_id": "zh3", "title": "茶叶", "text": "龙井茶产于杭州西湖一带，是著名的绿茶。"},
+    ]
+    queries = [
+        {"_id": "q1", "text": "how does a sourdough starter ferment"},
+        {"_id": "q2", "text": "tyre pressure for a ride"},
+        {"_id": "q3", "text": "大熊猫吃什么"},
+        {"_id": "q4", "text": "龙井茶产自哪里"},
+        {"_id": "q5", "text": "unjudged query is ignored"},
+    ]
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in corpus), encoding="utf-8")
+    (root / "queries.jsonl").write_text("\n".join(json.dumps(q, ensure_ascii=False) for q in queries), encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\ten1\t1\nq2\ten2\t1\nq3\tzh1\t1\nq4\tzh3\t2\n", encoding="utf-8"
+    )
+    return root
+
+
+def test_evaluate_retrieval_on_a_small_bilingual_set(tmp_path: Path) -> None:
+    data = load_beir(write_beir(tmp_path / "ds"))
+    assert sorted(data.qrels) == ["q1", "q2", "q3", "q4"]
+    settings = load_settings(embedding={"provider": "counting"})
+    report = evaluate_retrieval(data, settings, "bm25")
+    assert report.metrics["ndcg@10"] == pytest.approx(1.0)
+    assert report.metrics["recall@10"] == pytest.approx(1.0)
+    hybrid = evaluate_retrieval(data, settings, "hybrid")
+    assert hybrid.info["vectors_embedded"] == 6  # one chunk per document
+    assert hybrid.metrics["recall@10"] == pytest.approx(1.0)
+    again = evaluate_retrieval(data, settings, "dense")
+    assert again.info["vectors_embedded"] == 0  # the cached index is reused: nothing re-embedded
+    assert again.info["index_cache"] == hybrid.info["index_cache"]
+
+
+def test_eval_cli_json_has_exactly_the_metric_keys(tmp_path: Path) -> None:
+    ds = write_beir(tmp_path / "ds")
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sunlib",
+            "eval",
+            "retrieval",
+            str(ds),
+            "--mode",
+            "bm25",
+            "--json",
+            "--report",
+            str(tmp_path / "report.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    metrics = json.loads(r.stdout)
+    assert list(metrics) == ["ndcg@10", "recall@10", "recall@100", "mrr@10", "latency_ms_p50", "latency_ms_p95"]
+    full = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert set(full["per_query"]) == {"q1", "q2", "q3", "q4"}
+    assert full["info"]["mode"] == "bm25"
+
+
+def test_beir_loader_rejects_broken_datasets(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="is missing"):
+        load_beir(tmp_path)
+    ds = write_beir(tmp_path / "ds")
+    (ds / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{not json}\n', encoding="utf-8")
+    with pytest.raises(DatasetError, match=r"corpus\.jsonl:2: invalid JSON"):
+        load_beir(ds)
+    ds2 = write_beir(tmp_path / "ds2")
+    (ds2 / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\ten1\tmaybe\n", encoding="utf-8")
+    with pytest.raises(DatasetError, match="is not a number"):
+        load_beir(ds2)
+    with pytest.raises(DatasetError, match=r"train\.tsv is missing"):
+        load_beir(ds2, split="train")

@@ -1,0 +1,440 @@
+"""Incremental indexing and store invariants, on real SQLite files in tmp dirs.
+
+Providers: the deterministic ``hash`` embedder, and the test-only ``counting``
+(records what it embeds) and ``flaky`` (fails after N batches) from conftest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import CountingEmbedder, FlakyEmbedder
+from sunlib import Library
+from sunlib.contracts import SearchFilters
+from sunlib.errors import ProviderError
+from sunlib.store import SqliteStore, embed_text_for
+
+ALL = ["public", "team", "ops"]
+QUERIES = ["how large is a chunk", "reciprocal rank fusion", "中文分词", "rebuild window backup", "embedding cache"]
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def chunk_ids_by_path(store: SqliteStore) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for path, chunk_id in store.conn.execute(
+        "SELECT n.path, c.chunk_id FROM chunks c JOIN notes n ON n.id = c.note_rowid ORDER BY n.path, c.ordinal"
+    ):
+        out.setdefault(path, []).append(chunk_id)
+    return out
+
+
+def all_chunk_ids(store: SqliteStore) -> set[str]:
+    return {r[0] for r in store.conn.execute("SELECT chunk_id FROM chunks")}
+
+
+def vec_count(store: SqliteStore, table: str) -> int:
+    return int(store.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def vec_tables(store: SqliteStore) -> list[str]:
+    return [r[0] for r in store.conn.execute("SELECT vec_table FROM spaces")]
+
+
+def snapshot(lib: Library, modes: tuple[str, ...] = ("bm25", "dense", "hybrid")) -> dict[tuple[str, str], list]:
+    """(mode, query) -> [(chunk_id, score rounded to 6 places)], searching as every principal."""
+    return {
+        (mode, q): [(h.chunk_id, round(h.score, 6)) for h in lib.search(q, mode=mode, principals=ALL, limit=15).hits]
+        for mode in modes
+        for q in QUERIES
+    }
+
+
+def paths_of(result) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.path for h in result.hits]
+
+
+# -- first run, no-op run ----------------------------------------------------------------------
+
+
+def test_first_index_adds_everything_and_second_run_does_nothing(vault: Path) -> None:
+    md_files = sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
+    with Library.open(vault, embedding={"provider": "counting"}) as lib:
+        first = lib.index()
+        assert sorted(first.added) == md_files
+        assert first.changed == first.deleted == first.moved == []
+        assert first.chunks_written == lib.store.counts()["chunks"] > 0
+        assert first.vectors_embedded == len(CountingEmbedder.seen) == first.chunks_written
+        assert first.vectors_pending == 0
+        ids_before = chunk_ids_by_path(lib.store)
+
+        CountingEmbedder.seen = []
+        second = lib.index()
+        assert second.added == second.changed == second.deleted == second.moved == []
+        assert second.unchanged == len(md_files)
+        assert second.chunks_written == 0
+        assert second.vectors_embedded == 0
+        assert second.vectors_from_cache == 0
+        assert CountingEmbedder.seen == []
+        assert chunk_ids_by_path(lib.store) == ids_before
+
+
+# -- edit ------------------------------------------------------------------------------------
+
+
+def test_editing_one_paragraph_rechunks_one_note_and_reembeds_only_changed_text(vault: Path) -> None:
+    target = "guide/indexing/chunking.md"
+    with Library.open(vault, embedding={"provider": "counting"}) as lib:
+        lib.index()
+        store = lib.store
+        before_ids = chunk_ids_by_path(store)
+        before_hashes = {r[0] for r in store.conn.execute("SELECT embed_hash FROM chunks")}
+        indexed_at = dict(store.conn.execute("SELECT path, indexed_at FROM notes").fetchall())
+        assert len(before_ids[target]) >= 3  # the edit must leave some chunks of the note untouched
+
+        path = vault / target
+        text = path.read_text(encoding="utf-8")
+        old = "Overlap means a fact stated at a chunk boundary can still be found with its surrounding sentences."
+        assert old in text
+        path.write_text(text.replace(old, "Overlap keeps a boundary fact next to its neighbours."), encoding="utf-8")
+
+        CountingEmbedder.seen = []
+        report = lib.index()
+        assert report.changed == [target]
+        assert report.added == report.deleted == report.moved == []
+        assert report.unchanged == len(before_ids) - 1
+
+        after_ids = chunk_ids_by_path(store)
+        note_id = store.note_states()[target].note_id
+        rows = store.chunks_of_note(note_id)
+        assert report.chunks_written == len(rows)  # only the edited note was re-chunked
+        new_texts = [
+            embed_text_for(r.title, r.heading_path, r.text)
+            for r in rows
+            if store.conn.execute("SELECT embed_hash FROM chunks WHERE id=?", (r.rowid,)).fetchone()[0]
+            not in before_hashes
+        ]
+        assert 0 < len(new_texts) < len(rows)
+        assert sorted(CountingEmbedder.seen) == sorted(new_texts)
+        assert report.vectors_embedded == len(new_texts)
+        assert report.vectors_from_cache == len(rows) - len(new_texts)
+        assert report.vectors_pending == 0
+
+        # the edited note keeps the ids of its unchanged chunks; every other note is untouched
+        assert len(set(after_ids[target]) & set(before_ids[target])) == len(rows) - len(new_texts)
+        for p, ids in before_ids.items():
+            if p != target:
+                assert after_ids[p] == ids, p
+        indexed_after = dict(store.conn.execute("SELECT path, indexed_at FROM notes").fetchall())
+        assert {p for p in indexed_at if indexed_after[p] != indexed_at[p]} == {target}
+        hits = lib.search("boundary fact next to its neighbours", mode="bm25", limit=1).hits
+        assert hits and hits[0].path == target and "neighbours" in hits[0].text
+
+
+# -- delete ----------------------------------------------------------------------------------
+
+
+def test_deleted_note_vanishes_from_every_table(vault: Path) -> None:
+    target = "internal/ops-runbook.md"
+    phrase = "The rebuild window is Sunday 02:00 UTC."
+    lib = Library.open(vault, embedding={"provider": "hash"})
+    lib.index()
+    # a second space, so "every vec table" means more than one
+    with Library.open(vault, embedding={"provider": "counting"}) as other:
+        other.index()
+    store = lib.store
+    assert len(vec_tables(store)) == 2
+
+    note_rowid = store.conn.execute("SELECT id FROM notes WHERE path=?", (target,)).fetchone()[0]
+    rowids = [r[0] for r in store.conn.execute("SELECT id FROM chunks WHERE note_rowid=?", (note_rowid,))]
+    marks = ",".join("?" * len(rowids))
+    owned = {
+        "notes": ("SELECT count(*) FROM notes WHERE id=?", [note_rowid]),
+        "chunks": (f"SELECT count(*) FROM chunks WHERE id IN ({marks})", rowids),
+        "note_acl": ("SELECT count(*) FROM note_acl WHERE note_rowid=?", [note_rowid]),
+        "note_tags": ("SELECT count(*) FROM note_tags WHERE note_rowid=?", [note_rowid]),
+        "note_meta": ("SELECT count(*) FROM note_meta WHERE note_rowid=?", [note_rowid]),
+    }
+    for table in vec_tables(store):
+        owned[table] = (f"SELECT count(*) FROM {table} WHERE rowid IN ({marks})", rowids)
+
+    def fts_rowids() -> set[int]:
+        return {r[0] for r in store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH '\"sunday\"'")}
+
+    for name, (sql, params) in owned.items():
+        assert store.conn.execute(sql, params).fetchone()[0] > 0, f"precondition: {name} holds the note"
+    assert fts_rowids() & set(rowids)
+    hits = lib.search(phrase, mode="bm25", principals=["public", "ops"]).hits
+    assert hits[0].path == target
+
+    (vault / target).unlink()
+    report = lib.index()
+    assert report.deleted == [target]
+    assert report.added == report.changed == report.moved == []
+
+    for name, (sql, params) in owned.items():
+        assert store.conn.execute(sql, params).fetchone()[0] == 0, f"{name} still holds the deleted note"
+    assert not fts_rowids() & set(rowids)
+    assert not fts_rowids()  # "sunday" appeared nowhere else
+    assert target not in store.note_states()
+    for mode in ("bm25", "hybrid"):
+        result = lib.search(phrase, mode=mode, principals=ALL, limit=50)
+        assert all(h.path != target for h in result.hits), mode
+    assert lib.search("Sunday", mode="bm25", principals=ALL).hits == ()
+    assert store.integrity_check() == "ok"
+    lib.close()
+
+
+# -- move ------------------------------------------------------------------------------------
+
+
+def test_moved_note_keeps_note_id_and_chunk_ids(vault: Path) -> None:
+    old, new = "guide/search/filters-and-acl.md", "guide/access/filters.md"
+    with Library.open(vault, embedding={"provider": "counting"}) as lib:
+        lib.index()
+        store = lib.store
+        note_id = store.note_states()[old].note_id
+        ids = chunk_ids_by_path(store)[old]
+        count = store.counts()
+
+        (vault / "guide" / "access").mkdir()
+        (vault / old).rename(vault / new)
+        CountingEmbedder.seen = []
+        report = lib.index()
+
+        assert report.moved == [(old, new)]
+        assert report.added == report.changed == report.deleted == []
+        states = store.note_states()
+        assert old not in states
+        assert states[new].note_id == note_id
+        assert chunk_ids_by_path(store)[new] == ids
+        assert store.counts() == count
+        assert CountingEmbedder.seen == []  # same text: every vector came from the cache
+        assert report.vectors_from_cache == len(ids)
+        hits = lib.search("An empty ACL is not public", mode="hybrid", limit=3).hits
+        assert hits[0].path == new and hits[0].note_id == note_id
+
+
+def test_new_note_at_a_moved_notes_old_path_does_not_evict_it(vault: Path) -> None:
+    old, new = "guide/search/filters-and-acl.md", "guide/filters.md"
+    with Library.open(vault, embedding={"provider": "hash"}) as lib:
+        lib.index()
+        note_id = lib.store.note_states()[old].note_id
+        (vault / old).rename(vault / new)
+        assert lib.index().moved == [(old, new)]
+
+        (vault / old).write_text("# Replacement\n\nA different note about walrus colonies.\n", encoding="utf-8")
+        report = lib.index()
+        assert report.added == [old] and report.deleted == [] and report.moved == []
+        states = lib.store.note_states()
+        assert set(states) >= {old, new}
+        assert states[new].note_id == note_id  # the moved note keeps its id and its rows
+        assert states[old].note_id != note_id
+        assert paths_of(lib.search("An empty ACL is not public", mode="bm25", limit=1)) == [new]
+        assert paths_of(lib.search("walrus colonies", mode="bm25", limit=1)) == [old]
+        assert lib.index().added == []  # nothing left to repair on the next run
+
+
+# -- interrupted run -------------------------------------------------------------------------
+
+
+def test_interrupted_embedding_leaves_a_consistent_index_that_resumes(vault: Path, tmp_path: Path) -> None:
+    FlakyEmbedder.fail_after = 1
+    lib = Library.open(vault, embedding={"provider": "flaky", "batch_size": 4})
+    with pytest.raises(ProviderError, match="simulated failure"):
+        lib.index()
+
+    store = lib.store
+    assert store.integrity_check() == "ok"
+    pending, total = store.count_pending(lib.space)
+    assert total == store.counts()["chunks"] > 0
+    assert pending == total - 4  # exactly one batch of 4 made it in
+    assert vec_count(store, lib.space.vec_table) == 4
+    # every note's text is searchable with BM25 already (scratch.md has acl: [] and is hidden from all)
+    for note_id, path, title in store.iter_notes():
+        hits = lib.search(title, mode="bm25", principals=ALL, filters=SearchFilters(note_ids=(note_id,))).hits
+        assert bool(hits) == (path != "internal/scratch.md"), path
+
+    FlakyEmbedder.fail_after = 10**9
+    report = lib.index()
+    assert report.added == report.changed == report.deleted == []
+    assert report.vectors_embedded == total - 4  # the batch that made it is kept, not recomputed
+    assert report.vectors_from_cache == 0
+    assert report.vectors_pending == 0
+    assert store.count_pending(lib.space) == (0, total)
+    resumed = snapshot(lib)
+    resumed_ids = all_chunk_ids(store)
+    lib.close()
+
+    with Library.open(vault, embedding={"provider": "flaky"}, index_dir=tmp_path / "fresh") as fresh:
+        fresh.index()
+        assert all_chunk_ids(fresh.store) == resumed_ids
+        assert snapshot(fresh) == resumed
+
+
+# -- rebuild ---------------------------------------------------------------------------------
+
+
+def test_rebuild_from_scratch_gives_identical_ids_and_results(vault: Path, tmp_path: Path) -> None:
+    with (
+        Library.open(vault, embedding={"provider": "hash"}, index_dir=tmp_path / "A") as a,
+        Library.open(vault, embedding={"provider": "hash"}, index_dir=tmp_path / "B") as b,
+    ):
+        a.index()
+        b.index()
+        assert a.db_path != b.db_path and a.db_path.is_file() and b.db_path.is_file()
+        assert all_chunk_ids(a.store) == all_chunk_ids(b.store)
+        assert len(all_chunk_ids(a.store)) == a.store.counts()["chunks"]
+        snap_a = snapshot(a)
+        assert snap_a == snapshot(b)
+        assert all(snap_a[key] for key in snap_a)  # every query found something
+
+        # delete the db and re-index: same again
+        a.close()
+        for p in (tmp_path / "A").iterdir():
+            p.unlink()
+        a.index()
+        assert all_chunk_ids(a.store) == all_chunk_ids(b.store)
+        assert snapshot(a) == snap_a
+
+
+def test_incremental_updates_end_where_a_fresh_index_starts(vault: Path, tmp_path: Path) -> None:
+    with Library.open(vault, embedding={"provider": "hash"}, index_dir=tmp_path / "inc") as inc:
+        inc.index()
+        (vault / "reference" / "cli.md").unlink()
+        chunking = vault / "guide" / "indexing" / "chunking.md"
+        chunking.write_text(chunking.read_text(encoding="utf-8") + "\nA closing remark about windows.\n", "utf-8")
+        (vault / "getting-started" / "installation.md").rename(vault / "getting-started" / "setup.md")
+        (vault / "new-note.md").write_text("# New note\n\nFresh text about chunk windows.\n", encoding="utf-8")
+        report = inc.index()
+        assert report.deleted == ["reference/cli.md"]
+        assert report.changed == ["guide/indexing/chunking.md"]
+        assert report.moved == [("getting-started/installation.md", "getting-started/setup.md")]
+        assert report.added == ["new-note.md"]
+
+        with Library.open(vault, embedding={"provider": "hash"}, index_dir=tmp_path / "fresh") as fresh:
+            fresh.index()
+            # note ids differ for the moved note only (a fresh index names it by its new path)
+            assert all_chunk_ids(inc.store) - all_chunk_ids(fresh.store) == set(
+                chunk_ids_by_path(inc.store)["getting-started/setup.md"]
+            )
+            strip = {
+                key: [s for _, s in hits] for key, hits in snapshot(inc).items()
+            }  # scores: FTS statistics and vectors
+            assert strip == {key: [s for _, s in hits] for key, hits in snapshot(fresh).items()}
+            assert inc.store.counts()["chunks"] == fresh.store.counts()["chunks"]
+
+
+# -- embedding spaces ------------------------------------------------------------------------
+
+
+def test_two_providers_get_separate_spaces_that_never_mix(vault: Path, tmp_path: Path) -> None:
+    with Library.open(vault, embedding={"provider": "hash"}) as h:
+        h.index()
+        hash_space = h.space
+    with Library.open(vault, embedding={"provider": "counting"}) as c:
+        report = c.index()
+        counting_space = c.space
+        assert report.unchanged > 0 and report.chunks_written == 0  # text is shared
+        assert report.vectors_embedded == c.store.counts()["chunks"]  # no cross-space cache hits
+
+        spaces = {s["name"]: s for s in c.store.spaces()}
+        assert set(spaces) == {hash_space.name, counting_space.name}
+        assert hash_space.vec_table != counting_space.vec_table
+        chunks = c.store.counts()["chunks"]
+        assert spaces[hash_space.name]["vectors"] == spaces[counting_space.name]["vectors"] == chunks
+        assert (spaces[hash_space.name]["dim"], spaces[counting_space.name]["dim"]) == (256, 64)
+        counting_dense = {q: [x.chunk_id for x in c.search(q, mode="dense").hits] for q in QUERIES}
+
+    with (
+        Library.open(vault, embedding={"provider": "hash"}) as both,
+        Library.open(vault, embedding={"provider": "hash"}, index_dir=tmp_path / "only") as only,
+    ):
+        only.index()
+        assert [s["name"] for s in only.store.spaces()] == [hash_space.name]
+        for q in QUERIES:
+            mixed = [(x.chunk_id, round(x.score, 6)) for x in both.search(q, mode="dense").hits]
+            alone = [(x.chunk_id, round(x.score, 6)) for x in only.search(q, mode="dense").hits]
+            assert mixed == alone, q
+            assert all(-1.0001 <= s <= 1.0001 for _, s in mixed)
+        # the two spaces really rank differently, so a mix-up would show
+        assert any(counting_dense[q] != [x.chunk_id for x in both.search(q, mode="dense").hits] for q in QUERIES)
+
+
+# -- text-only and partial vectors -----------------------------------------------------------
+
+
+def test_text_only_index_searches_with_bm25_and_warns_about_missing_vectors(vault: Path) -> None:
+    with Library.open(vault, embedding={"provider": "flaky", "batch_size": 4}) as lib:
+        report = lib.index(embed=False)
+        assert report.chunks_written > 0 and report.vectors_embedded == 0
+        assert FlakyEmbedder.batches == 0
+        assert lib.store.spaces() == []
+
+        bm25 = lib.search("how large is a chunk", mode="bm25")
+        assert bm25.hits and bm25.warnings == ()
+        hybrid = lib.search("how large is a chunk", mode="hybrid")
+        assert hybrid.hits
+        assert [h.chunk_id for h in hybrid.hits] == [h.chunk_id for h in bm25.hits]
+        assert any("dense route skipped" in w for w in hybrid.warnings), hybrid.warnings
+        dense = lib.search("how large is a chunk", mode="dense")
+        assert dense.hits == ()
+        assert any("dense route skipped" in w for w in dense.warnings), dense.warnings
+
+        # a partial embed: one batch of 4, then the provider fails
+        FlakyEmbedder.fail_after = 1
+        with pytest.raises(ProviderError):
+            lib.index()
+        assert vec_count(lib.store, lib.space.vec_table) == 4
+        visible = lib.store.conn.execute(
+            "SELECT count(*) FROM chunks c WHERE EXISTS"
+            " (SELECT 1 FROM note_acl a WHERE a.note_rowid = c.note_rowid AND a.principal = 'public')"
+        ).fetchone()[0]
+        embedded_paths = {
+            r[0]
+            for r in lib.store.conn.execute(
+                f"SELECT n.path FROM chunks c JOIN notes n ON n.id = c.note_rowid"
+                f" WHERE c.id IN (SELECT rowid FROM {lib.space.vec_table})"
+            )
+        }
+        assert embedded_paths == {"getting-started/installation.md"}  # a public note: 4 visible vectors
+        partial = lib.search("how large is a chunk", mode="hybrid")
+        assert partial.hits
+        assert any(f"covers 4/{visible} visible chunks" in w for w in partial.warnings), partial.warnings
+        assert any("dense" in w for w in partial.trace.warnings)
+
+
+# -- chunker change --------------------------------------------------------------------------
+
+
+def test_chunker_change_rechunks_every_note_into_a_new_space(vault: Path) -> None:
+    with Library.open(vault, embedding={"provider": "hash"}) as lib:
+        lib.index()
+        old_space = lib.space
+        old_ids = all_chunk_ids(lib.store)
+        notes = sorted(lib.store.note_states())
+
+    with Library.open(vault, embedding={"provider": "hash"}, index={"chunker": "fixed"}) as fixed:
+        new_space = fixed.space
+        assert new_space.name != old_space.name and new_space.chunker.startswith("fixed")
+        report = fixed.index()
+        assert sorted(report.changed) == notes
+        assert report.unchanged == 0 and report.added == report.deleted == []
+        store = fixed.store
+        assert {st.chunker for st in store.note_states().values()} == {new_space.chunker}
+        assert store.get_meta("chunker") == new_space.chunker
+        assert not all_chunk_ids(store) & old_ids
+        spaces = {s["name"]: s for s in store.spaces()}
+        assert set(spaces) == {old_space.name, new_space.name}
+        assert spaces[new_space.name]["vectors"] == store.counts()["chunks"]
+        assert spaces[old_space.name]["vectors"] == 0  # old chunks (and their vectors) are gone
+        # same text model: vectors of texts that did not change come from the cache
+        assert report.vectors_from_cache + report.vectors_embedded == store.counts()["chunks"]
+        hits = fixed.search("how large is a chunk", mode="dense").hits
+        assert hits and all(h.chunk_id in all_chunk_ids(store) for h in hits)
+
+        again = fixed.index()
+        assert again.changed == [] and again.chunks_written == 0
