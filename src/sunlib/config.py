@@ -61,6 +61,10 @@ class SearchSettings(BaseModel):
     bm25_weight: float = Field(0.5, ge=0)
     dense_weight: float = Field(0.5, ge=0)
     candidates: int = Field(100, ge=1, le=10000)  # pool size per route before fusion
+    # Where the dense route ranks: inside SQLite (sqlite-vec KNN with the visibility
+    # constraint) or in memory (numpy over a cached matrix, the same visibility mask
+    # applied before ranking; for long-running processes and large vaults).
+    dense_engine: Literal["sqlite-vec", "numpy"] = "sqlite-vec"
     principals: list[str] = Field(default_factory=lambda: ["public"])
 
     @field_validator("principals")

@@ -73,7 +73,7 @@ class Library:
     def store(self) -> SqliteStore:
         if self._store is None:
             self.index_dir.mkdir(parents=True, exist_ok=True)
-            self._store = SqliteStore(self.db_path)
+            self._store = SqliteStore(self.db_path, self.settings.search.dense_engine)
         return self._store
 
     @property
@@ -107,7 +107,7 @@ class Library:
                 self.store, self.embedder, self.space, self.settings.embedding.batch_size, report, progress or _quiet
             )
         else:
-            report.vectors_pending = self.store.count_pending(self.space)[0] if self._embedder else 0
+            report.vectors_pending = self.store.count_pending(self.space)[0]
         return report
 
     def search(

@@ -51,7 +51,9 @@ class SearchEngine:
     def search(self, req: SearchRequest, tracer: Tracer | None = None) -> SearchResult:
         _validate(req)
         tracer = tracer or Tracer("search")
-        pool = max(self.settings.candidates, req.offset + req.limit)
+        # The pool per route depends on the page size, never on the offset, so pages of one
+        # query are slices of one fused ranking (they never overlap).
+        pool = max(self.settings.candidates, req.limit)
         lists: dict[str, list[tuple[int, float]]] = {}
         if req.mode in ("bm25", "hybrid"):
             lists["bm25"] = self._bm25(req, pool, tracer)
@@ -125,8 +127,11 @@ class SearchEngine:
         keyed = {route: [(rows[r].chunk_id, s) for r, s in items] for route, items in lists.items()}
         if len(keyed) < 2:
             route = next(iter(keyed), None)
-            items = keyed.get(route, []) if route else []
-            return [(by_chunk[k], s, {route: RouteScore(i, s, s)}) for i, (k, s) in enumerate(items, 1) if route]
+            if route is None:
+                return []
+            # equal scores are ordered by chunk id, as fusion does, so every engine ranks alike
+            items = sorted(keyed[route], key=lambda item: (-round(item[1], 6), item[0]))
+            return [(by_chunk[k], s, {route: RouteScore(i, s, s)}) for i, (k, s) in enumerate(items, 1)]
         s = self.settings
         with tracer.step("Hybrid Fusion", f"{len(keyed['bm25'])} bm25 + {len(keyed['dense'])} dense") as step:
             fused = fuse(keyed, s.fusion, {"bm25": s.bm25_weight, "dense": s.dense_weight}, s.rrf_k)

@@ -27,6 +27,7 @@ from ..contracts import Chunk, Note, SearchFilters
 from ..errors import IndexError_
 from ..ingest.ids import sha256_hex
 from .connection import connect
+from .memory import MemoryVectors
 from .migrations import migrate
 
 
@@ -100,8 +101,9 @@ def _blob(vec: np.ndarray) -> bytes:
 
 
 class SqliteStore:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, dense_engine: str = "sqlite-vec") -> None:
         self.path = Path(path) if str(path) != ":memory:" else path
+        self.memory_vectors: MemoryVectors | None = MemoryVectors() if dense_engine == "numpy" else None
         try:
             self.conn = connect(path)
             migrate(self.conn)
@@ -129,6 +131,16 @@ class SqliteStore:
             (key, value),
         )
 
+    def _bump(self) -> None:
+        """Advance the write generation (in the caller's transaction): in-memory caches key on it."""
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES('generation', '1')"
+            " ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation", "0") or 0)
+
     # -- notes and chunks ------------------------------------------------------------------
 
     def note_states(self) -> dict[str, NoteState]:
@@ -144,6 +156,7 @@ class SqliteStore:
     ) -> int:
         """Replace a note and everything derived from it. Call inside a transaction."""
         c = self.conn
+        self._bump()
         old: list[tuple[Any, ...]] = c.execute(
             "SELECT id FROM notes WHERE note_id=? OR path=?", (note.note_id, note.path)
         ).fetchall()
@@ -206,6 +219,7 @@ class SqliteStore:
 
     def _delete_note_rowid(self, note_rowid: int) -> None:
         c = self.conn
+        self._bump()
         rowids = [r[0] for r in c.execute("SELECT id FROM chunks WHERE note_rowid=?", (note_rowid,))]
         if rowids:
             marks = ",".join("?" * len(rowids))
@@ -411,6 +425,7 @@ class SqliteStore:
         """Store (chunk rowid, embed hash, vector) rows in the space and the cache, in one transaction."""
         with self.conn:
             c = self.conn
+            self._bump()
             for rowid, embed_hash, vec in rows:
                 blob = _blob(vec)
                 c.execute(f"DELETE FROM {space.vec_table} WHERE rowid=?", (rowid,))
@@ -421,10 +436,25 @@ class SqliteStore:
                         (space.cache_key, embed_hash, blob),
                     )
 
+    def load_vectors(self, space: Space) -> tuple[np.ndarray, np.ndarray]:
+        """All (rowids, vectors) of a space, for the in-memory dense engine."""
+        rows: list[tuple[Any, ...]] = self.conn.execute(
+            f"SELECT rowid, embedding FROM {space.vec_table} ORDER BY rowid"
+        ).fetchall()
+        rowids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), space.dim)
+        return rowids, matrix
+
+    def visible_rowids(self, principals: Sequence[str], filters: SearchFilters) -> np.ndarray:
+        visible, params = self.visible_sql(principals, filters)
+        return np.fromiter((int(r[0]) for r in self.conn.execute(visible, params)), dtype=np.int64)
+
     def knn(
         self, space: Space, query: np.ndarray, principals: Sequence[str], filters: SearchFilters, k: int
     ) -> list[tuple[int, float]]:
         """(rowid, cosine similarity) best first, among visible chunks only (filter inside the KNN)."""
+        if self.memory_vectors is not None:
+            return self.memory_vectors.knn(self, space, query, principals, filters, k)
         visible, params = self.visible_sql(principals, filters)
         rows = self.conn.execute(
             f"SELECT rowid, distance FROM {space.vec_table} WHERE embedding MATCH ? AND k = ?"
