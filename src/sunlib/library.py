@@ -39,11 +39,16 @@ def sunlib_home() -> Path:
     return Path(os.environ.get("SUNLIB_HOME") or Path.home() / ".local" / "share" / "sunlib")
 
 
+def _writable(path: Path) -> bool:
+    # os.access alone says yes to root even on a read-only (r-x) folder; honour the mode bits too
+    return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+
+
 def default_index_dir(vault: Path) -> Path:
     local = vault / ".sunlib"
-    if local.is_dir() and os.access(local, os.W_OK):
+    if local.is_dir() and _writable(local):
         return local
-    if not local.exists() and os.access(vault, os.W_OK):
+    if not local.exists() and _writable(vault):
         return local
     slug = "".join(ch if ch.isalnum() else "-" for ch in vault.name)[:40] or "vault"
     return sunlib_home() / "indexes" / f"{slug}-{sha256_hex(str(vault))[:10]}"

@@ -28,11 +28,12 @@ from typing import Protocol
 from ..config import IndexSettings
 from ..contracts import Block, Chunk, Note
 from ..text import estimate_tokens, sentence_spans, token_weight
-from ..text.tokens import _CJK_CLASS
+from ..text.sentences import trim_span
+from ..text.tokens import CJK_CLASS
 from .ids import Utf16Map, chunk_id_for, line_of, line_starts
 from .markdown import ParsedMarkdown
 
-_PIECE = re.compile(rf"\n|\s+|[{_CJK_CLASS}]|[^\s{_CJK_CLASS}]+")
+_PIECE = re.compile(rf"\n|\s+|[{CJK_CLASS}]|[^\s{CJK_CLASS}]+")
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,7 @@ class FixedChunker:
         pos = parsed.body_start
         while pos < len(text):
             end = min(pos + self.size, len(text))
-            s, e = pos, end
-            while s < e and text[s].isspace():
-                s += 1
-            while e > s and text[e - 1].isspace():
-                e -= 1
+            s, e = trim_span(text, pos, end)
             if e > s:
                 spans.append((_heading_at(parsed.blocks, s), s, e))
             if end == len(text):
@@ -194,15 +191,8 @@ def _split_oversize(text: str, start: int, end: int, max_tokens: int, by_line: b
 
 
 def _trimmed(text: str, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    trimmed = []
-    for s, e in spans:
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
-        if e > s:
-            trimmed.append((s, e))
-    return trimmed
+    trimmed = [trim_span(text, s, e) for s, e in spans]
+    return [(s, e) for s, e in trimmed if e > s]
 
 
 def _make_chunks(note: Note, spans: Sequence[tuple[tuple[str, ...], int, int]]) -> list[Chunk]:

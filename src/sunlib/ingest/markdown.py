@@ -20,6 +20,8 @@ from .ids import line_starts
 
 _MD = MarkdownIt("commonmark").enable("table")
 _FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+# A trailing attribute list on a heading ("Setup { #setup }", MkDocs/Pandoc) is an anchor, not title text.
+_HEADING_ATTRS = re.compile(r"\s*\{\s*#[^{}]*\}\s*$")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 _INLINE_TAG = re.compile(r"(?<![\w#&/\\])#([^\W\d_][\w\-/]*|\d+[^\W\d_][\w\-/]*)", re.UNICODE)
 _BLOCK_KINDS = {
@@ -89,7 +91,7 @@ def parse_markdown(text: str) -> ParsedMarkdown:
         tok = tokens[i]
         if tok.type == "heading_open":
             level = int(tok.tag[1])
-            title = tokens[i + 1].content.strip()
+            title = _HEADING_ATTRS.sub("", tokens[i + 1].content).strip()
             while headings and headings[-1][0] >= level:
                 headings.pop()
             headings.append((level, title))

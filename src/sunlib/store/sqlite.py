@@ -333,14 +333,8 @@ class SqliteStore:
         self, match: str, principals: Sequence[str], filters: SearchFilters, limit: int
     ) -> list[tuple[int, float]]:
         """(rowid, score) best first; score is FTS5's BM25 negated so that higher is better."""
-        visible, params = self.visible_sql(principals, filters)
-        rows = self.conn.execute(
-            # The unary + keeps FTS5 from driving the scan by the rowid list (a full-text
-            # lookup per visible row: ~300x slower); the filter still applies before LIMIT.
-            "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?"
-            f" AND +rowid IN ({visible}) ORDER BY rank LIMIT ?",
-            [match, *params, limit],
-        )
+        sql, params = bm25_sql(principals, filters)
+        rows = self.conn.execute(sql, [match, *params, limit])
         return [(int(r[0]), float(r[1])) for r in rows]
 
     # -- vectors ---------------------------------------------------------------------------
@@ -455,12 +449,8 @@ class SqliteStore:
         """(rowid, cosine similarity) best first, among visible chunks only (filter inside the KNN)."""
         if self.memory_vectors is not None:
             return self.memory_vectors.knn(self, space, query, principals, filters, k)
-        visible, params = self.visible_sql(principals, filters)
-        rows = self.conn.execute(
-            f"SELECT rowid, distance FROM {space.vec_table} WHERE embedding MATCH ? AND k = ?"
-            f" AND rowid IN ({visible}) ORDER BY distance",
-            [_blob(query), k, *params],
-        )
+        sql, params = knn_sql(space, principals, filters)
+        rows = self.conn.execute(sql, [_blob(query), k, *params])
         return [(int(r[0]), 1.0 - float(r[1]) ** 2 / 2.0) for r in rows]
 
     # -- status ----------------------------------------------------------------------------
@@ -482,6 +472,29 @@ class SqliteStore:
     def integrity_check(self) -> str:
         row = self.conn.execute("PRAGMA quick_check").fetchone()
         return str(row[0]) if row else "unknown"
+
+
+def bm25_sql(principals: Sequence[str], filters: SearchFilters) -> tuple[str, list[Any]]:
+    """The lexical route: params are [match, *visibility params, limit]."""
+    visible, params = SqliteStore.visible_sql(principals, filters)
+    # The unary + keeps FTS5 from driving the scan by the rowid list (a full-text lookup
+    # per visible row: ~300x slower); the visibility filter still applies before LIMIT.
+    return (
+        "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?"
+        f" AND +rowid IN ({visible}) ORDER BY rank LIMIT ?",
+        params,
+    )
+
+
+def knn_sql(space: Space, principals: Sequence[str], filters: SearchFilters) -> tuple[str, list[Any]]:
+    """The dense route: params are [query blob, k, *visibility params]. sqlite-vec applies the
+    rowid constraint during the KNN scan, so k counts visible rows only."""
+    visible, params = SqliteStore.visible_sql(principals, filters)
+    return (
+        f"SELECT rowid, distance FROM {space.vec_table} WHERE embedding MATCH ? AND k = ?"
+        f" AND rowid IN ({visible}) ORDER BY distance",
+        params,
+    )
 
 
 def _rowids(space: Space) -> str:

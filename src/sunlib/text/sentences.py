@@ -31,10 +31,16 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
     return spans
 
 
-def _append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> None:
+def trim_span(text: str, s: int, e: int) -> tuple[int, int]:
+    """The span without leading and trailing whitespace (empty when s == e afterwards)."""
     while s < e and text[s].isspace():
         s += 1
     while e > s and text[e - 1].isspace():
         e -= 1
+    return s, e
+
+
+def _append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> None:
+    s, e = trim_span(text, s, e)
     if e > s:
         out.append((s, e))

@@ -21,11 +21,11 @@ from functools import lru_cache
 import Stemmer
 
 # Han, Hiragana/Katakana, Hangul, CJK punctuation excluded (they split runs).
-_CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af\U00020000-\U0002ebef"
-_CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
-_WORD = re.compile(rf"[^\W_{_CJK_CLASS}]+", re.UNICODE)
-_SYMBOL = re.compile(rf"[^\w\s{_CJK_CLASS}]")
-_SEGMENT = re.compile(rf"([{_CJK_CLASS}]+)|([^\W_{_CJK_CLASS}]+)", re.UNICODE)
+CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af\U00020000-\U0002ebef"
+_CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+_WORD = re.compile(rf"[^\W_{CJK_CLASS}]+", re.UNICODE)
+_SYMBOL = re.compile(rf"[^\w\s{CJK_CLASS}]")
+_SEGMENT = re.compile(rf"([{CJK_CLASS}]+)|([^\W_{CJK_CLASS}]+)", re.UNICODE)
 
 # Lucene's default English stop set (EnglishAnalyzer), as used by BEIR's BM25 baselines.
 STOPWORDS = frozenset(

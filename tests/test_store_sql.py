@@ -1,0 +1,49 @@
+"""Snapshot checks of the store's SQL: schema, query plans, and versions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sunlib import Library
+from sunlib.contracts import SearchFilters
+from sunlib.store import connect, versions
+from sunlib.store.migrations import SCHEMA_VERSION
+from sunlib.store.sqlite import bm25_sql, knn_sql
+
+
+def plan(lib: Library, sql: str, params: list[object]) -> list[str]:
+    return [str(row[3]) for row in lib.store.conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+
+
+def test_schema_version_and_tables(hash_library: Library) -> None:
+    conn = hash_library.store.conn
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+    assert {"notes", "chunks", "note_acl", "note_tags", "note_meta", "chunks_fts", "spaces", "embedding_cache"} <= names
+    assert hash_library.space.vec_table in names
+
+
+def test_bm25_plan_matches_text_first_and_filters_by_rowid_list(hash_library: Library) -> None:
+    sql, params = bm25_sql(["public"], SearchFilters(tags=("search",)))
+    steps = plan(hash_library, sql, ['"search"', *params, 10])
+    assert steps[0].startswith("SCAN chunks_fts VIRTUAL TABLE INDEX") and ":M" in steps[0]
+    assert "=" not in steps[0].split("INDEX", 1)[1]  # the rowid list does not drive the full-text scan
+    assert any("LIST SUBQUERY" in s for s in steps)  # ...but filters it, inside the same statement
+    assert any("note_acl" in s for s in steps)
+
+
+def test_knn_plan_carries_the_visibility_constraint(hash_library: Library) -> None:
+    space = hash_library.space
+    sql, params = knn_sql(space, ["public"], SearchFilters())
+    q = np.zeros(space.dim, dtype=np.float32).tobytes()
+    steps = plan(hash_library, sql, [q, 5, *params])
+    assert steps[0].startswith(f"SCAN {space.vec_table} VIRTUAL TABLE")
+    assert any("LIST SUBQUERY" in s for s in steps) and any("note_acl" in s for s in steps)
+
+
+def test_versions_report_sqlite_and_sqlite_vec() -> None:
+    info = versions(connect(":memory:"))
+    major, minor = (int(x) for x in info["sqlite"].split(".")[:2])
+    assert (major, minor) >= (3, 43)  # contentless_delete FTS5 tables need 3.43
+    assert info["sqlite_vec"] == "v0.1.9" and info["fts5"] == "True"
