@@ -136,3 +136,14 @@ def test_beir_loader_rejects_broken_datasets(tmp_path: Path) -> None:
         load_beir(ds2)
     with pytest.raises(DatasetError, match=r"train\.tsv is missing"):
         load_beir(ds2, split="train")
+
+
+def test_empty_queries_score_zero_instead_of_aborting(tmp_path: Path) -> None:
+    ds = write_beir(tmp_path / "ds")
+    lines = (ds / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[0] = json.dumps({"_id": "q1", "text": "   "})
+    (ds / "queries.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    report = evaluate_retrieval(load_beir(ds), load_settings(), "bm25")
+    assert report.info["empty_queries"] == 1
+    assert report.per_query["q1"]["ndcg@10"] == 0.0
+    assert report.metrics["recall@10"] == pytest.approx(0.75)

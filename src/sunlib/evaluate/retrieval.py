@@ -82,11 +82,17 @@ def evaluate_retrieval(
         qids = sorted(dataset.qrels)[:limit_queries] if limit_queries else sorted(dataset.qrels)
         per_query: dict[str, dict[str, Any]] = {}
         latencies: list[float] = []
+        empty = 0
         for n, qid in enumerate(qids, 1):
-            t0 = time.perf_counter()
-            result = lib.search(dataset.queries[qid], mode=mode, limit=CHUNK_POOL)
-            latencies.append((time.perf_counter() - t0) * 1000.0)
-            ranked = list(dict.fromkeys(mapping[h.path] for h in result.hits))[:DOC_POOL]
+            text = dataset.queries[qid]
+            ranked: list[str] = []
+            if text.strip():  # an empty query (they exist in real sets) retrieves nothing and scores 0
+                t0 = time.perf_counter()
+                result = lib.search(text, mode=mode, limit=CHUNK_POOL)
+                latencies.append((time.perf_counter() - t0) * 1000.0)
+                ranked = list(dict.fromkeys(mapping[h.path] for h in result.hits))[:DOC_POOL]
+            else:
+                empty += 1
             qrels = dataset.qrels[qid]
             per_query[qid] = {
                 "ndcg@10": ndcg_at_k(ranked, qrels, 10),
@@ -109,6 +115,7 @@ def evaluate_retrieval(
             "split": dataset.split,
             "mode": mode,
             "queries": len(per_query),
+            "empty_queries": empty,
             "documents": len(dataset.corpus),
             "chunks": lib.store.counts()["chunks"],
             "chunker": make_chunker(settings.index).fingerprint,
