@@ -96,9 +96,13 @@ class SearchEngine:
             missing, total = self.store.count_pending(self.space, req.principals, req.filters)
             if total and missing == total:
                 step.skip(f"no vectors yet in space {self.space.name}", missing=missing, total=total)
+                others = [
+                    sp["provider"] for sp in self.store.spaces() if sp["vectors"] and sp["name"] != self.space.name
+                ]
+                hint = f" (this index has vectors from: {', '.join(sorted(set(others)))})" if others else ""
                 tracer.warn(
                     f"dense route skipped: none of the {total} visible chunks has a vector in "
-                    f"{self.space.provider}:{self.space.model}; run `sunlib index` to embed them"
+                    f"{self.space.provider}:{self.space.model}{hint}; run `sunlib index` to embed them"
                 )
                 return None
             if missing:
