@@ -24,7 +24,9 @@ def main(paths: list[str]) -> None:
                 run = json.loads(line)
                 seen[run["command"]] = run  # the latest run of a command wins
     for command, run in seen.items():
-        cells = " | ".join(f"{run[k]:.3f}" if k.startswith(("ndcg", "recall", "mrr")) else f"{run[k]:.0f}" for k in KEYS)
+        cells = " | ".join(
+            f"{run[k]:.3f}" if k.startswith(("ndcg", "recall", "mrr")) else f"{run[k]:.0f}" for k in KEYS
+        )
         print(f"| `{command}` | {cells} |")
 
 
