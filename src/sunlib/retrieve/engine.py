@@ -93,7 +93,10 @@ class SearchEngine:
                 step.skip("no embedding provider configured")
                 tracer.warn("dense route unavailable: no embedding provider configured")
                 return None
-            missing, total = self.store.count_pending(self.space, req.principals, req.filters)
+            if self.store.fully_embedded(self.space):
+                missing, total = 0, -1  # nothing can be missing: skip the per-filter count
+            else:
+                missing, total = self.store.count_pending(self.space, req.principals, req.filters)
             if total and missing == total:
                 step.skip(f"no vectors yet in space {self.space.name}", missing=missing, total=total)
                 others = [

@@ -404,6 +404,16 @@ class SqliteStore:
         total = int(row[0]) if row and row[0] else 0
         return (int(row[1] or 0) if row else 0), total
 
+    def fully_embedded(self, space: Space) -> bool:
+        """True when every chunk has a vector in the space: two b-tree counts, no scan of the
+        visibility subquery (vector rows are deleted with their chunks, so equal counts mean full)."""
+        if not self.has_space(space):
+            return False
+        row = self.conn.execute(
+            f"SELECT (SELECT count(*) FROM chunks) = (SELECT count(*) FROM {_rowids(space)})"
+        ).fetchone()
+        return bool(row and row[0])
+
     def cached_vectors(self, space: Space, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for batch in _batches(list(dict.fromkeys(hashes)), 500):
