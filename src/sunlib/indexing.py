@@ -127,7 +127,6 @@ def embed_pending(
     batch_size: int,
     report: IndexReport,
     progress: Progress = _noop,
-    max_seconds: float | None = None,
 ) -> IndexReport:
     """Embed every chunk without a vector in ``space`` (cache first), committing per batch."""
     t0 = time.perf_counter()
@@ -154,11 +153,6 @@ def embed_pending(
             report.vectors_embedded += len(batch)
             done += len(batch)
             progress("vectors", done, total)
-            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-                break
-        else:
-            continue
-        break
     report.vectors_pending = store.count_pending(space)[0]
     report.embed_seconds = time.perf_counter() - t0
     store.set_meta("space", space.name)

@@ -25,7 +25,7 @@ from .indexing import IndexReport, Progress, embed_pending, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
 from .retrieve import SearchEngine, SearchRequest
-from .store import Space, SqliteStore, versions
+from .store import Space, SqliteStore
 from .trace import Tracer
 
 DB_NAME = "sunlib.db"
@@ -158,6 +158,3 @@ class Library:
             "spaces": store.spaces(),
             "text_indexed_at": store.get_meta("text_indexed_at"),
         }
-
-    def doctor(self) -> dict[str, Any]:
-        return {"versions": versions(self.store.conn), "integrity": self.store.integrity_check()}
