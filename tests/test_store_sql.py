@@ -24,22 +24,36 @@ def test_schema_version_and_tables(hash_library: Library) -> None:
     assert hash_library.space.vec_table in names
 
 
-def test_bm25_plan_matches_text_first_and_filters_by_rowid_list(hash_library: Library) -> None:
-    sql, params = bm25_sql(["public"], SearchFilters(tags=("search",)))
-    steps = plan(hash_library, sql, ['"search"', *params, 10])
+def test_bm25_plan_matches_text_first_and_filters_by_the_visible_set(hash_library: Library) -> None:
+    table = hash_library.store.visible_table(["public"], SearchFilters(tags=("search",)))
+    steps = plan(hash_library, bm25_sql(table), ['"search"', 10])
     assert steps[0].startswith("SCAN chunks_fts VIRTUAL TABLE INDEX") and ":M" in steps[0]
     assert "=" not in steps[0].split("INDEX", 1)[1]  # the rowid list does not drive the full-text scan
-    assert any("LIST SUBQUERY" in s for s in steps)  # ...but filters it, inside the same statement
-    assert any("note_acl" in s for s in steps)
+    assert any(table in s for s in steps)  # ...but filters it, inside the same statement
 
 
 def test_knn_plan_carries_the_visibility_constraint(hash_library: Library) -> None:
     space = hash_library.space
-    sql, params = knn_sql(space, ["public"], SearchFilters())
+    table = hash_library.store.visible_table(["public"], SearchFilters())
     q = np.zeros(space.dim, dtype=np.float32).tobytes()
-    steps = plan(hash_library, sql, [q, 5, *params])
+    steps = plan(hash_library, knn_sql(space, table), [q, 5])
     assert steps[0].startswith(f"SCAN {space.vec_table} VIRTUAL TABLE")
-    assert any("LIST SUBQUERY" in s for s in steps) and any("note_acl" in s for s in steps)
+    assert any(table in s for s in steps)
+
+
+def test_visible_set_is_the_acl_and_filter_sql_and_follows_writes(hash_library: Library) -> None:
+    store = hash_library.store
+    for principals, filters in ((["public"], SearchFilters()), (["ops"], SearchFilters(folders=("internal",)))):
+        table = store.visible_table(principals, filters)
+        cached = sorted(r[0] for r in store.conn.execute(f"SELECT id FROM temp.{table}"))
+        assert cached == sorted(store.visible_rowids(principals, filters).tolist())
+        assert store.visible_table(principals, filters) == table  # reused while nothing is written
+    before = store.visible_table(["public"], SearchFilters())
+    (hash_library.vault / "fresh.md").write_text("# Fresh\n\nA brand new public note.\n", encoding="utf-8")
+    hash_library.index()
+    after = store.visible_table(["public"], SearchFilters())
+    assert after != before  # a write makes a new visible set
+    assert hash_library.search("brand new public note", mode="bm25", limit=1).hits[0].path == "fresh.md"
 
 
 def test_versions_report_sqlite_and_sqlite_vec() -> None:
