@@ -122,7 +122,10 @@ class SearchResult:
     hits: tuple[Hit, ...]
     total_candidates: int
     trace: RunTrace
-    warnings: tuple[str, ...] = ()
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return self.trace.warnings
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ class SearchEngine:
         page = ranked[req.offset : req.offset + req.limit]
         hits = tuple(_hit(rows[rowid], score, routes, terms) for rowid, score, routes in page)
         trace = tracer.finish()
-        return SearchResult(req.query, req.mode, hits, len(ranked), trace, trace.warnings)
+        return SearchResult(req.query, req.mode, hits, len(ranked), trace)
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -93,26 +93,10 @@ class SearchEngine:
                 step.skip("no embedding provider configured")
                 tracer.warn("dense route unavailable: no embedding provider configured")
                 return None
-            if self.store.fully_embedded(self.space):
-                missing, total = 0, -1  # nothing can be missing: skip the per-filter count
-            else:
-                missing, total = self.store.count_pending(self.space, req.principals, req.filters)
-            if total and missing == total:
-                step.skip(f"no vectors yet in space {self.space.name}", missing=missing, total=total)
-                others = [
-                    sp["provider"] for sp in self.store.spaces() if sp["vectors"] and sp["name"] != self.space.name
-                ]
-                hint = f" (this index has vectors from: {', '.join(sorted(set(others)))})" if others else ""
-                tracer.warn(
-                    f"dense route skipped: none of the {total} visible chunks has a vector in "
-                    f"{self.space.provider}:{self.space.model}{hint}; run `sunlib index` to embed them"
-                )
+            missing = self._missing_vectors(self.space, req, tracer)
+            if missing is None:
+                step.skip(f"no vectors yet in space {self.space.name}")
                 return None
-            if missing:
-                tracer.warn(
-                    f"dense route covers {total - missing}/{total} visible chunks; {missing} still wait "
-                    "for vectors (BM25 covers them; run `sunlib index` to finish)"
-                )
             qvec = self._embed_query(req.query)
             items = self.store.knn(self.space, qvec, req.principals, req.filters, pool)
             step.done(
@@ -122,6 +106,26 @@ class SearchEngine:
                 top=[{"rowid": r, "cosine": round(s, 4)} for r, s in items[:10]],
             )
             return items
+
+    def _missing_vectors(self, space: Space, req: SearchRequest, tracer: Tracer) -> int | None:
+        """Visible chunks without a vector (warned about, never silent); None when there are no vectors at all."""
+        if self.store.fully_embedded(space):  # two counts; skips the per-filter scan in the common case
+            return 0
+        missing, total = self.store.count_pending(space, req.principals, req.filters)
+        if total and missing == total:
+            others = {sp["provider"] for sp in self.store.spaces() if sp["vectors"] and sp["name"] != space.name}
+            hint = f" (this index has vectors from: {', '.join(sorted(others))})" if others else ""
+            tracer.warn(
+                f"dense route skipped: none of the {total} visible chunks has a vector in "
+                f"{space.provider}:{space.model}{hint}; run `sunlib index` to embed them"
+            )
+            return None
+        if missing:
+            tracer.warn(
+                f"dense route covers {total - missing}/{total} visible chunks; {missing} still wait "
+                "for vectors (BM25 covers them; run `sunlib index` to finish)"
+            )
+        return missing
 
     def _fuse(
         self,
