@@ -73,6 +73,54 @@ class SearchSettings(BaseModel):
         return [p.strip() for p in v if p.strip()]
 
 
+class AnswerSettings(BaseModel):
+    """How ``sunlib ask`` turns search hits into a cited answer or a refusal."""
+
+    writer: str = "extractive"  # extractive | openai | llama-cpp
+    router: Literal["auto", "rules", "llm"] = "auto"  # auto: the LLM router when the writer is an LLM
+    reranker: str = "lexical"  # none | lexical | cross-encoder
+    reranker_model_dir: Path | None = None  # a cross-encoder's model.onnx + tokenizer.json
+    candidates: int = Field(30, ge=1, le=1000)  # fused hits the reranker sees
+    top_k: int = Field(5, ge=1, le=50)  # evidence chunks kept after selection
+    # Seed 002 phase 1: drop candidates whose rerank score (top = 1.0) is below this.
+    min_score: float = Field(0.05, ge=0.0, le=1.0)
+    # Refusal gate. Gate score = w * top dense cosine + (1 - w) * query-term coverage of the
+    # evidence; below the threshold the question is refused. Values calibrated for the active
+    # embedding space (`sunlib eval calibrate`) are stored in the index and win over these.
+    gate_threshold: float = Field(0.62, ge=0.0, le=1.0)
+    gate_cosine_weight: float = Field(0.5, ge=0.0, le=1.0)
+    gate_threshold_bm25: float = Field(0.5, ge=0.0, le=1.0)  # when no dense score exists
+    # Seed 002 phase 4: confidence (mean coverage of the top 3 chunks) below these warns.
+    confidence_warn: float = Field(0.3, ge=0.0, le=1.0)
+    confidence_caution: float = Field(0.5, ge=0.0, le=1.0)
+    # Seed 002 phase 3: only seeds at or above this rerank score get neighbours.
+    expand_threshold: float = Field(0.5, ge=0.0, le=1.0)
+    expand_radius: int = Field(1, ge=0, le=5)
+    max_neighbors: int = Field(4, ge=0, le=20)
+    # Seed 002 phase 2: context budget in estimated tokens (1 CJK character ~ 1 token).
+    context_soft_tokens: int = Field(1500, ge=100)
+    context_max_tokens: int = Field(2500, ge=100)
+    max_sentences: int = Field(3, ge=1, le=20)  # extractive writer
+    save_runs: bool = True
+
+
+class LLMSettings(BaseModel):
+    """An OpenAI-compatible chat endpoint (OpenAI, DashScope/Qwen, Ollama, vLLM, llama.cpp server)
+    or a local GGUF file for the llama-cpp writer."""
+
+    base_url: str = "http://127.0.0.1:8080/v1"
+    model: str = "qwen-plus"
+    api_key_env: str | None = None  # name of the env var holding the key; never the key itself
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    temperature: float = Field(0.1, ge=0.0, le=2.0)
+    max_tokens: int = Field(600, ge=16, le=32768)
+    stream: bool = True
+    gguf_path: Path | None = None
+    n_threads: int = Field(1, ge=1, le=64)
+    n_ctx: int = Field(4096, ge=512)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SUNLIB_", env_nested_delimiter="__", extra="forbid")
 
@@ -80,6 +128,8 @@ class Settings(BaseSettings):
     index: IndexSettings = Field(default_factory=IndexSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @classmethod
     def settings_customise_sources(

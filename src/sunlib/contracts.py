@@ -9,9 +9,13 @@ text (what a browser editor counts), lines are 1-based and inclusive.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
+
+from .text.terms import TermWeights
 
 MODES: tuple[str, ...] = ("bm25", "dense", "hybrid")
 
@@ -94,6 +98,8 @@ class Hit:
     snippet: str = ""
     highlights: tuple[tuple[int, int], ...] = ()
     tags: tuple[str, ...] = ()
+    ordinal: int = 0  # position of the chunk in its note
+    rowid: int = 0  # the store's row id (for neighbour lookups)
 
 
 @dataclass(frozen=True)
@@ -146,3 +152,142 @@ class SearchFilters:
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in ((), None)}
+
+
+# -- ask ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RouteDecision:
+    route: Literal["direct", "rag"]
+    reason: str
+    confidence: float
+    router: str = "rules"  # which router decided: "rules", "llm", or "rules (llm fallback)"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One chunk handed to the writer, numbered as ``[Source n]`` in the context."""
+
+    source: int
+    chunk_id: str
+    note_id: str
+    path: str
+    title: str
+    heading_path: tuple[str, ...]
+    text: str
+    score: float  # rerank score (what selection ranked by)
+    start: int
+    end: int
+    start_line: int
+    end_line: int
+    ordinal: int
+    expanded_from: str | None = None  # the seed chunk id, for a neighbour added by expansion
+
+
+@dataclass(frozen=True)
+class SourceCard:
+    """One note the answer drew on."""
+
+    note_id: str
+    path: str
+    title: str
+    chapter: str | None
+    version: str | None
+    summary: str | None
+    chunk_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AnswerSentence:
+    """One answer sentence (or paragraph) and what the citation verifier found."""
+
+    text: str
+    refs: tuple[str, ...]  # chunk ids cited, at most two
+    supported: bool
+    overlap: float  # share of the sentence's terms found in the cited span(s)
+    threshold: float
+    rejected_refs: tuple[str, ...] = ()  # refs to chunks that were not in the context
+
+
+@dataclass(frozen=True)
+class AnswerFrame:
+    """AnswerFrameV1. Runtime data (latency, tokens, scores) lives in the RunTrace."""
+
+    question: str
+    answer: str
+    evidence: tuple[Evidence, ...]
+    citations: tuple[Citation, ...]
+    refused: bool
+    refusal_reason: str | None
+    confidence: float
+    route: str
+    confidence_level: str = "high"  # high | caution | low (seed 002 phase 4)
+    sources: tuple[SourceCard, ...] = ()
+    sentences: tuple[AnswerSentence, ...] = ()
+    unsupported: int = 0
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class AskResult:
+    frame: AnswerFrame
+    trace: RunTrace
+
+    @property
+    def run_id(self) -> str:
+        return self.trace.run_id
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A hit after reranking: the score selection ranks by (best = 1.0) and why."""
+
+    hit: Hit
+    score: float
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    """What the writer reads: evidence in ``[Source n]`` blocks, each fenced as data."""
+
+    evidence: tuple[Evidence, ...]
+    text: str
+    token_estimate: int
+    fence: str  # the per-run marker around every evidence block
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    question: str
+    context: BuiltContext
+    term_weights: TermWeights
+    confidence_note: str = ""
+    max_sentences: int = 3
+
+
+@dataclass(frozen=True)
+class Draft:
+    text: str
+    model: str
+    tokens_in: int = 0
+    tokens_out: int = 0
+    streamed: bool = False
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Contracts (and whatever they hold) as plain JSON-ready values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, float) and obj != obj:  # NaN
+        return None
+    if hasattr(obj, "items"):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    return obj

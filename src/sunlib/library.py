@@ -14,19 +14,22 @@ Where the index lives: ``index_dir`` from settings if set; otherwise
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Settings, load_settings
-from .contracts import SearchFilters, SearchResult
+from .contracts import AskResult, SearchFilters, SearchResult
 from .errors import UserError
 from .indexing import IndexReport, Progress, embed_pending, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
 from .retrieve import SearchEngine, SearchRequest
 from .store import Space, SqliteStore
-from .trace import Tracer
+from .trace import Listener, Tracer
+
+if TYPE_CHECKING:
+    from .answer import Asker
 
 DB_NAME = "sunlib.db"
 
@@ -62,6 +65,7 @@ class Library:
         self.db_path = self.index_dir / DB_NAME
         self._store: SqliteStore | None = None
         self._embedder: Embedder | None = None
+        self._asker: Asker | None = None
 
     @classmethod
     def open(cls, vault: str | Path, config: str | Path | None = None, **overrides: Any) -> Library:
@@ -142,6 +146,27 @@ class Library:
             offset=offset,
         )
         return engine.search(request, tracer)
+
+    @property
+    def asker(self) -> Asker:
+        """The ask pipeline (writer, reranker and router created once)."""
+        if self._asker is None:
+            from .answer import Asker
+
+            self._asker = Asker(self)
+        return self._asker
+
+    def ask(
+        self,
+        question: str,
+        filters: SearchFilters | None = None,
+        principals: Sequence[str] | None = None,
+        listener: Listener | None = None,
+        on_token: Callable[[str], None] | None = None,
+        save: bool | None = None,
+    ) -> AskResult:
+        """A cited answer or a refusal with its reason; the run is saved in the index."""
+        return self.asker.ask(question, filters, principals, listener, on_token, save)
 
     def status(self) -> dict[str, Any]:
         store = self.store

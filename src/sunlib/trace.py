@@ -45,7 +45,7 @@ class Tracer:
         self.steps: list[StepTrace] = []
         self.warnings: list[str] = []
         self._listener = listener
-        self._t0 = time.perf_counter()
+        self.started = time.perf_counter()
 
     @contextmanager
     def step(self, name: str, input_summary: str = "") -> Iterator[StepRecorder]:
@@ -77,5 +77,5 @@ class Tracer:
             self._listener(step)
 
     def finish(self) -> RunTrace:
-        total = (time.perf_counter() - self._t0) * 1000.0
+        total = (time.perf_counter() - self.started) * 1000.0
         return RunTrace(self.run_id, self.kind, tuple(self.steps), round(total, 3), tuple(self.warnings))

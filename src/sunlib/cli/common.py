@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -12,6 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
+from ..contracts import SearchFilters, to_jsonable
 from ..errors import UserError
 from ..library import DB_NAME, Library, sunlib_home
 
@@ -53,22 +53,6 @@ def require_index(lib: Library) -> None:
         raise UserError(f"{lib.vault} has no index yet: run `sunlib index {lib.vault}`")
 
 
-def to_jsonable(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, float) and obj != obj:  # NaN
-        return None
-    if hasattr(obj, "items"):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    return obj
-
-
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(obj), ensure_ascii=False, indent=2) + "\n")
 
@@ -93,3 +77,26 @@ def parse_time(value: str | None, option: str) -> float | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
+
+
+def make_filters(
+    folder: list[str] | None,
+    tag: list[str] | None,
+    note: list[str] | None,
+    filter_: list[str] | None,
+    since: str | None,
+    until: str | None,
+) -> SearchFilters:
+    return SearchFilters(
+        folders=tuple(folder or ()),
+        tags=tuple(tag or ()),
+        note_ids=tuple(note or ()),
+        since=parse_time(since, "--since"),
+        until=parse_time(until, "--until"),
+        metadata=parse_filters(filter_ or []),
+    )
+
+
+def principals_of(as_: list[str] | None) -> list[str] | None:
+    """``--as ops`` means public plus ops; no option means the configured default."""
+    return ["public", *as_] if as_ else None

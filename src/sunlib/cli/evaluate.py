@@ -1,4 +1,4 @@
-"""``sunlib eval retrieval DATASET_DIR``: BEIR-format retrieval evaluation."""
+"""``sunlib eval retrieval|rag|calibrate``: retrieval metrics, answer metrics, refusal-gate calibration."""
 
 from __future__ import annotations
 
@@ -9,7 +9,12 @@ from typing import Annotated
 import typer
 
 from ..config import load_settings, merge
-from ..evaluate import evaluate_retrieval, load_beir
+from ..errors import UserError
+from ..evaluate import evaluate_rag, evaluate_retrieval, load_beir, load_qa, regressions
+from ..evaluate.calibrate import calibrate_gate
+from ..evaluate.qa import EXTRA_KEYS as QA_EXTRA_KEYS
+from ..evaluate.qa import METRIC_KEYS as QA_KEYS
+from ..library import Library
 from .app import app
 from .common import err, out, print_json
 from .progress import ProgressBars
@@ -74,3 +79,94 @@ def retrieval(
         out.print(f"  {key:<15} {result.metrics[key]}")
     if report is not None:
         err.print(f"full report: {report}")
+
+
+def _qa_library(
+    vault: Path, config: Path | None, writer: str | None, provider: str | None, mode: str | None
+) -> Library:
+    lib = Library.open(vault, config)
+    lib.settings = merge(
+        lib.settings, answer={"writer": writer}, embedding={"provider": provider}, search={"mode": mode}
+    )
+    return lib
+
+
+@eval_app.command("rag")
+def rag(
+    qa: Annotated[Path, typer.Argument(help="QA set (JSONL): id, lang, type, question, gold_files, gold_phrases")],
+    vault: Annotated[Path, typer.Option("--vault", "-V", help="the vault the QA set is about (indexed if needed)")],
+    writer: Annotated[str | None, typer.Option(help="extractive, openai or llama-cpp")] = None,
+    provider: Annotated[str | None, typer.Option(help="embedding provider")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", "-m", help="bm25, dense or hybrid")] = None,
+    baseline: Annotated[Path | None, typer.Option(help="a previous --json output: fail on a regression")] = None,
+    tolerance: Annotated[float, typer.Option(help="allowed absolute drop per metric against --baseline")] = 0.05,
+    report: Annotated[Path | None, typer.Option(help="write the full report (per question) here")] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object: metrics + by_slice")] = False,
+) -> None:
+    """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage."""
+    cases = load_qa(qa)
+    base = _read_baseline(baseline) if baseline else None
+    with _qa_library(vault, config, writer, provider, mode) as lib, ProgressBars(enabled=not as_json) as bars:
+        lib.index(progress=bars)
+        result = evaluate_rag(lib, cases, on_case=lambda n, t: bars("questions", n, t))
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        payload = {**result.to_json(), "info": result.info, "cases": result.cases}
+        report.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+    if as_json:
+        print_json(result.to_json())
+    else:
+        out.print(f"{qa.name}: {len(cases)} questions, writer {result.info['writer']}, mode {result.info['mode']}")
+        for key in (*QA_KEYS, *QA_EXTRA_KEYS):
+            out.print(f"  {key:<24} {result.metrics.get(key)}")
+        for name, m in sorted(result.by_slice.items()):
+            out.print(
+                f"  [dim]{name:<22} n={m['questions']:<3} recall@5={m['recall@5']} refusal={m['refusal_rate']}"
+                f" false_refusal={m['false_refusal_rate']} citation={m['citation_correctness']}[/]"
+            )
+    if base is not None:
+        worse = regressions(result.metrics, base, tolerance)
+        for line in worse:
+            err.print(f"regression: {line}")
+        if worse:
+            raise typer.Exit(1)
+
+
+@eval_app.command("calibrate")
+def calibrate(
+    qa: Annotated[Path, typer.Argument(help="a labelled QA set with answerable and unanswerable questions")],
+    vault: Annotated[Path, typer.Option("--vault", "-V", help="the vault whose index stores the threshold")],
+    provider: Annotated[str | None, typer.Option(help="embedding provider")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", "-m", help="bm25, dense or hybrid")] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the calibration as JSON")] = False,
+) -> None:
+    """Fit the refusal gate (threshold and cosine weight) and store it in the index for the active space."""
+    cases = load_qa(qa)
+    with _qa_library(vault, config, None, provider, mode) as lib, ProgressBars(enabled=not as_json) as bars:
+        lib.index(progress=bars)
+        result = calibrate_gate(lib, cases, on_case=lambda n, t: bars("questions", n, t))
+    if as_json:
+        print_json(result)
+        return
+    out.print(
+        f"stored {result['key']}: threshold {result['threshold']} with cosine weight {result['cosine_weight']}"
+        f" ({result['questions']} questions)"
+    )
+    out.print(
+        f"  on this set: refusal rate {result['refusal_rate']}, false refusals {result['false_refusal_rate']},"
+        f" balanced accuracy {result['balanced_accuracy']}"
+    )
+    for name, scores in result["distributions"].items():
+        out.print(f"  {name:<13} gate scores: {', '.join(f'{s:.3f}' for s in scores)}")
+
+
+def _read_baseline(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read baseline {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"baseline {path} is not a JSON object of metrics")
+    return data

@@ -9,9 +9,9 @@ import typer
 from rich.markup import escape
 
 from ..config import merge
-from ..contracts import SearchFilters, SearchResult
+from ..contracts import SearchResult
 from .app import app
-from .common import VAULT_HELP, open_library, out, parse_filters, parse_time, print_json, require_index
+from .common import VAULT_HELP, make_filters, open_library, out, principals_of, print_json, require_index
 from .explain import print_trace
 
 
@@ -46,15 +46,8 @@ def search(
     with open_library(vault, config) as lib:
         require_index(lib)
         lib.settings = merge(lib.settings, search={"fusion": fusion})
-        filters = SearchFilters(
-            folders=tuple(folder or ()),
-            tags=tuple(tag or ()),
-            note_ids=tuple(note or ()),
-            since=parse_time(since, "--since"),
-            until=parse_time(until, "--until"),
-            metadata=parse_filters(filter_ or []),
-        )
-        principals = ["public", *as_] if as_ else None
+        filters = make_filters(folder, tag, note, filter_, since, until)
+        principals = principals_of(as_)
         result = lib.search(query, mode=mode, filters=filters, principals=principals, limit=limit, offset=offset)
     if as_json:
         print_json(_json_result(result, explain))

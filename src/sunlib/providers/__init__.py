@@ -1,5 +1,31 @@
 """Providers, chosen by name from config through one registry."""
 
-from .registry import EMBEDDERS, Embedder, create_embedder, register_embedder
+from .registry import (
+    EMBEDDERS,
+    RERANKERS,
+    WRITERS,
+    Embedder,
+    Reranker,
+    Writer,
+    create_embedder,
+    create_reranker,
+    create_writer,
+    register_embedder,
+    register_reranker,
+    register_writer,
+)
 
-__all__ = ["EMBEDDERS", "Embedder", "create_embedder", "register_embedder"]
+__all__ = [
+    "EMBEDDERS",
+    "RERANKERS",
+    "WRITERS",
+    "Embedder",
+    "Reranker",
+    "Writer",
+    "create_embedder",
+    "create_reranker",
+    "create_writer",
+    "register_embedder",
+    "register_reranker",
+    "register_writer",
+]

@@ -14,8 +14,10 @@ from typing import Literal
 
 import numpy as np
 
-from ..config import EmbeddingSettings
+from ..config import AnswerSettings, EmbeddingSettings, Settings
+from ..contracts import Draft, Hit, Ranked, WriteRequest
 from ..errors import ConfigError
+from ..text import TermWeights
 
 Kind = Literal["passage", "query"]
 
@@ -53,9 +55,42 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(v / norms, dtype=np.float32)
 
 
+class Reranker(ABC):
+    """Reorders fused hits for one question; scores come back scaled so the best is 1.0."""
+
+    name: str
+
+    @abstractmethod
+    def rerank(self, question: str, hits: Sequence[Hit], term_weights: TermWeights) -> list[Ranked]: ...
+
+
+class Writer(ABC):
+    """Turns a question and its built context into a draft whose claims carry ``[ref:chunk_id]``."""
+
+    name: str
+    model: str = ""
+    is_llm: bool = False
+
+    @abstractmethod
+    def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft: ...
+
+
 Factory = Callable[[EmbeddingSettings], Embedder]
+RerankerFactory = Callable[[AnswerSettings], Reranker]
+WriterFactory = Callable[[Settings], Writer]
 EMBEDDERS: dict[str, Factory] = {}
-_BUILTIN_MODULES = ("hashing", "local", "http")
+RERANKERS: dict[str, RerankerFactory] = {}
+WRITERS: dict[str, WriterFactory] = {}
+_BUILTIN_MODULES = (
+    "embedders.hashing",
+    "embedders.local",
+    "embedders.http",
+    "rerankers.lexical",
+    "rerankers.cross_encoder",
+    "writers.extractive",
+    "writers.openai",
+    "writers.llama",
+)
 
 
 def register_embedder(name: str) -> Callable[[Factory], Factory]:
@@ -66,9 +101,25 @@ def register_embedder(name: str) -> Callable[[Factory], Factory]:
     return deco
 
 
+def register_reranker(name: str) -> Callable[[RerankerFactory], RerankerFactory]:
+    def deco(factory: RerankerFactory) -> RerankerFactory:
+        RERANKERS[name] = factory
+        return factory
+
+    return deco
+
+
+def register_writer(name: str) -> Callable[[WriterFactory], WriterFactory]:
+    def deco(factory: WriterFactory) -> WriterFactory:
+        WRITERS[name] = factory
+        return factory
+
+    return deco
+
+
 def _load_builtins() -> None:
     for mod in _BUILTIN_MODULES:
-        importlib.import_module(f"{__package__}.embedders.{mod}")
+        importlib.import_module(f"{__package__}.{mod}")
 
 
 def embedder_names() -> list[str]:
@@ -83,4 +134,35 @@ def create_embedder(settings: EmbeddingSettings) -> Embedder:
         raise ConfigError(
             f"unknown embedding provider {settings.provider!r}; choose one of: {', '.join(sorted(EMBEDDERS))}"
         )
+    return factory(settings)
+
+
+def reranker_names() -> list[str]:
+    _load_builtins()
+    return sorted(RERANKERS)
+
+
+def create_reranker(settings: AnswerSettings) -> Reranker | None:
+    """The configured reranker, or None for ``none``."""
+    _load_builtins()
+    if settings.reranker == "none":
+        return None
+    factory = RERANKERS.get(settings.reranker)
+    if factory is None:
+        raise ConfigError(
+            f"unknown reranker {settings.reranker!r}; choose one of: none, {', '.join(sorted(RERANKERS))}"
+        )
+    return factory(settings)
+
+
+def writer_names() -> list[str]:
+    _load_builtins()
+    return sorted(WRITERS)
+
+
+def create_writer(settings: Settings) -> Writer:
+    _load_builtins()
+    factory = WRITERS.get(settings.answer.writer)
+    if factory is None:
+        raise ConfigError(f"unknown writer {settings.answer.writer!r}; choose one of: {', '.join(sorted(WRITERS))}")
     return factory(settings)

@@ -209,4 +209,6 @@ def _hit(row: ChunkRow, score: float, routes: dict[str, RouteScore], terms: Sequ
         snippet=snippet,
         highlights=highlights,
         tags=row.tags,
+        ordinal=row.ordinal,
+        rowid=row.rowid,
     )

@@ -78,6 +78,22 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (space, embed_hash)
     ) WITHOUT ROWID;
     """,
+    # 2: saved runs (ask/search traces) and a term-statistics view of the full-text index
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        principals TEXT NOT NULL,        -- JSON array, sorted: who asked (and who may read it back)
+        question TEXT NOT NULL,
+        refused INTEGER NOT NULL,
+        total_ms REAL NOT NULL,
+        frame TEXT NOT NULL,             -- JSON AnswerFrame
+        trace TEXT NOT NULL              -- JSON RunTrace
+    );
+    CREATE INDEX runs_created ON runs(created_at);
+    CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

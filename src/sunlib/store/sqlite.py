@@ -17,7 +17,7 @@ import contextlib
 import json
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -293,6 +293,105 @@ class SqliteStore:
                     tuple(json.loads(r[12])),
                 )
         return out
+
+    def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[ChunkRow]:
+        """Chunks by their stable ids, in the order given (unknown ids are left out)."""
+        found: dict[str, int] = {}
+        for batch in _batches(list(chunk_ids), 500):
+            marks = ",".join("?" * len(batch))
+            for cid, rowid in self.conn.execute(f"SELECT chunk_id, id FROM chunks WHERE chunk_id IN ({marks})", batch):
+                found[str(cid)] = int(rowid)
+        rows = self.fetch_chunks(list(found.values()))
+        return [rows[found[c]] for c in chunk_ids if c in found]
+
+    def neighbours(self, rowid: int, radius: int) -> list[ChunkRow]:
+        """Chunks of the same note within ``radius`` ordinals of this one (itself excluded), in
+        reading order. They share the note's ACL and metadata, so they are exactly as visible."""
+        ids = [
+            int(r[0])
+            for r in self.conn.execute(
+                "SELECT c.id FROM chunks c JOIN chunks s ON s.note_rowid = c.note_rowid"
+                " WHERE s.id = ? AND c.id != s.id AND abs(c.ordinal - s.ordinal) <= ? ORDER BY c.ordinal",
+                (rowid, radius),
+            )
+        ]
+        rows = self.fetch_chunks(ids)
+        return [rows[i] for i in ids]
+
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(number of chunks, chunks containing each term) from the full-text index's vocabulary."""
+        total = self.conn.execute("SELECT count(*) FROM chunks").fetchone()
+        found: dict[str, int] = {}
+        for batch in _batches(list(dict.fromkeys(terms)), 500):
+            marks = ",".join("?" * len(batch))
+            for term, doc in self.conn.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", batch):
+                found[str(term)] = int(doc)
+        return (int(total[0]) if total else 0), found
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def save_run(self, run: Mapping[str, Any]) -> None:
+        """Persist one run: keys run_id, kind, created_at, principals, question, refused,
+        total_ms, frame, trace (the last two JSON-ready objects)."""
+        with self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO runs(run_id, kind, created_at, principals, question, refused, total_ms,"
+                " frame, trace) VALUES (?,?,?,?,?,?,?,?,?)",
+                (
+                    run["run_id"],
+                    run["kind"],
+                    run["created_at"],
+                    json.dumps(sorted(set(run["principals"]))),
+                    run["question"],
+                    int(bool(run["refused"])),
+                    run["total_ms"],
+                    json.dumps(run["frame"], ensure_ascii=False),
+                    json.dumps(run["trace"], ensure_ascii=False),
+                ),
+            )
+
+    def list_runs(self, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[dict[str, Any]]:
+        """Runs the principals may read (every principal the run was asked as is among them), newest first."""
+        rows = self.conn.execute(
+            "SELECT run_id, kind, created_at, principals, question, refused, total_ms FROM runs r"
+            " WHERE NOT EXISTS (SELECT 1 FROM json_each(r.principals) p WHERE p.value NOT IN"
+            " (SELECT value FROM json_each(?))) ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?",
+            (json.dumps(list(principals)), limit, offset),
+        )
+        return [
+            {
+                "run_id": r[0],
+                "kind": r[1],
+                "created_at": r[2],
+                "principals": json.loads(r[3]),
+                "question": r[4],
+                "refused": bool(r[5]),
+                "total_ms": r[6],
+            }
+            for r in rows
+        ]
+
+    def get_run(self, run_id: str, principals: Sequence[str]) -> dict[str, Any] | None:
+        """One run with its frame and trace, or None when it does not exist or the principals may not read it."""
+        row = self.conn.execute(
+            "SELECT run_id, kind, created_at, principals, question, refused, total_ms, frame, trace FROM runs r"
+            " WHERE run_id = ? AND NOT EXISTS (SELECT 1 FROM json_each(r.principals) p WHERE p.value NOT IN"
+            " (SELECT value FROM json_each(?)))",
+            (run_id, json.dumps(list(principals))),
+        ).fetchone()
+        if row is None:
+            return None
+        return {
+            "run_id": row[0],
+            "kind": row[1],
+            "created_at": row[2],
+            "principals": json.loads(row[3]),
+            "question": row[4],
+            "refused": bool(row[5]),
+            "total_ms": row[6],
+            "frame": json.loads(row[7]),
+            "trace": json.loads(row[8]),
+        }
 
     # -- visibility ------------------------------------------------------------------------
 

@@ -1,6 +1,18 @@
 """Language-aware text helpers: FTS tokens, sentence spans, token estimates."""
 
 from .sentences import sentence_spans
+from .terms import Term, TermWeights, content_terms
 from .tokens import estimate_tokens, fts_query, fts_tokens, is_cjk, query_terms, token_weight
 
-__all__ = ["estimate_tokens", "fts_query", "fts_tokens", "is_cjk", "query_terms", "sentence_spans", "token_weight"]
+__all__ = [
+    "Term",
+    "TermWeights",
+    "content_terms",
+    "estimate_tokens",
+    "fts_query",
+    "fts_tokens",
+    "is_cjk",
+    "query_terms",
+    "sentence_spans",
+    "token_weight",
+]

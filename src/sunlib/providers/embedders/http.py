@@ -27,12 +27,8 @@ logged or echoed (it is redacted from any server message we repeat).
 from __future__ import annotations
 
 import base64
-import ipaddress
-import math
-import os
 import time
 from collections.abc import Sequence
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -40,6 +36,7 @@ import numpy as np
 
 from ...config import EmbeddingSettings
 from ...errors import ConfigError, MissingCredentials, ProviderError
+from ..http_common import error_message, is_loopback, read_key, retry_after
 from ..registry import Embedder, Kind, register_embedder
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -60,64 +57,6 @@ GEMINI_MAX_BATCH = 100  # batchEmbedContents accepts at most 100 requests
 BACKOFF_S = 0.5  # first retry delay; doubles each time
 MAX_BACKOFF_S = 20.0  # cap on any single wait, Retry-After included
 PROBE_TEXT = "dimension probe"
-LOOPBACK_NAMES = {"localhost", "localhost.", "ip6-localhost"}
-
-
-def is_loopback(url: str) -> bool:
-    """True when the URL's host is this machine (127.0.0.0/8, ::1, localhost)."""
-    try:
-        host = httpx.URL(url).host
-    except Exception:
-        return False
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _read_key(env_names: Sequence[str]) -> str | None:
-    for name in env_names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date), or None."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        seconds = when.timestamp() - time.time()
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
-
-
-def _error_message(response: httpx.Response) -> str:
-    """The server's own error message: OpenAI/Gemini ``{"error": {"message"}}`` or a fallback."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        err = body.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        for key in ("error", "message", "detail"):
-            if isinstance(body.get(key), str) and body[key]:
-                return str(body[key])
-    text = response.text.strip()
-    return text[:300] if text else response.reason_phrase
 
 
 def _is_number(x: object) -> bool:
@@ -242,7 +181,7 @@ class HttpEmbedder(Embedder):
         return text.replace(self._api_key, "***") if self._api_key else text
 
     def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        hinted = _retry_after(response) if response is not None else None
+        hinted = retry_after(response) if response is not None else None
         wait = hinted if hinted is not None else self.backoff_s * (2**attempt)
         return min(wait, self.max_backoff_s)
 
@@ -267,7 +206,7 @@ class HttpEmbedder(Embedder):
                         return response.json()
                     except ValueError:
                         raise ProviderError(f"malformed response from {self.provider} ({url}): not JSON") from None
-                message = self._redact(_error_message(response))
+                message = self._redact(error_message(response))
                 if status != 429 and status < 500:
                     raise ProviderError(f"{self.provider} embeddings failed: HTTP {status}: {message}")
                 last = f"HTTP {status}: {message}"
@@ -392,7 +331,7 @@ def _common(settings: EmbeddingSettings) -> dict[str, Any]:
 def _openai(settings: EmbeddingSettings) -> Embedder:
     base_url = settings.base_url or OPENAI_BASE_URL
     env = settings.api_key_env or OPENAI_KEY_ENV
-    key = _read_key([env])
+    key = read_key([env])
     if key is None and not is_loopback(base_url):
         raise MissingCredentials(
             f"the openai embedding provider needs an API key for {base_url}: set the {env} environment "
@@ -411,7 +350,7 @@ def _openai(settings: EmbeddingSettings) -> Embedder:
 def _gemini(settings: EmbeddingSettings) -> Embedder:
     env = settings.api_key_env or GEMINI_KEY_ENV
     names = [env, GEMINI_FALLBACK_KEY_ENV] if env == GEMINI_KEY_ENV else [env]
-    key = _read_key(names)
+    key = read_key(names)
     if key is None:
         raise MissingCredentials(
             f"the gemini embedding provider needs an API key: set {' or '.join(names)} "

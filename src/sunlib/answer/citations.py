@@ -1,0 +1,148 @@
+"""Cite and verify: parse ``[ref:chunk_id]``, check each claim against what it cites.
+
+A claim is a sentence that ends with refs, together with any sentences before it in
+the same paragraph that carry none (a paragraph cited once at its end). At most two
+refs count per claim (seed 002 phase 6); a ref to a chunk that was not in the
+context is rejected. A claim is supported when the share of its terms found in the
+cited chunks reaches 0.55 for a short claim (< 50 characters) or 0.45 for a longer
+one. Claims with no content terms ("Yes.") are not counted either way.
+
+Each accepted ref becomes a Citation that points at the exact sentences of the chunk
+that best match the claims citing it, in UTF-16 offsets and lines of the note.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..contracts import AnswerSentence, Citation, Evidence, SourceCard
+from ..text import TermWeights, content_terms, fts_tokens, sentence_spans
+from ..text.refs import REF, strip_refs
+
+MAX_REFS = 2
+SHORT_CLAIM_CHARS = 50
+SHORT_THRESHOLD = 0.55
+LONG_THRESHOLD = 0.45
+_REFS_AFTER_END = re.compile(r"([.!?。！？；]+)(\s*)((?:\[ref:[^\]\n]{1,80}\]\s*)+)")
+
+
+@dataclass(frozen=True)
+class Verification:
+    sentences: tuple[AnswerSentence, ...]
+    citations: tuple[Citation, ...]
+    supported: int
+    unsupported: int
+    rejected_refs: tuple[str, ...]
+
+
+def claims(answer: str) -> list[tuple[str, list[str]]]:
+    """(claim text without markers, refs in order) for every claim of the answer."""
+    out: list[tuple[str, list[str]]] = []
+    for para in re.split(r"\n\s*\n", answer):
+        para = _REFS_AFTER_END.sub(lambda m: f"{m.group(3).strip()}{m.group(1)}{m.group(2) or ' '}", para)
+        pending: list[str] = []
+        for s, e in sentence_spans(para):
+            sentence = para[s:e]
+            refs = REF.findall(sentence)
+            pending.append(strip_refs(sentence))
+            if refs:
+                out.append((" ".join(pending), list(dict.fromkeys(refs))))
+                pending = []
+        if pending:
+            out.append((" ".join(pending), []))
+    return [(text, refs) for text, refs in out if text]
+
+
+def verify(answer: str, evidence: Sequence[Evidence]) -> Verification:
+    by_id = {ev.chunk_id: ev for ev in evidence}
+    tokens = {ev.chunk_id: set(fts_tokens(ev.text)) for ev in evidence}
+    sentences: list[AnswerSentence] = []
+    spans: dict[str, tuple[int, int]] = {}
+    rejected_all: list[str] = []
+    supported = unsupported = 0
+    for text, refs in claims(answer):
+        terms = content_terms(text)
+        valid = [r for r in refs if r in by_id][:MAX_REFS]
+        rejected = tuple(r for r in refs if r not in by_id)
+        rejected_all.extend(rejected)
+        threshold = SHORT_THRESHOLD if len(text) < SHORT_CLAIM_CHARS else LONG_THRESHOLD
+        if not terms:
+            sentences.append(AnswerSentence(text, tuple(valid), bool(valid), 1.0, threshold, rejected))
+            continue
+        weights = TermWeights(dict.fromkeys(terms, 1.0))
+        cited = set().union(*(tokens[r] for r in valid)) if valid else set()
+        overlap, _ = weights.coverage(cited)
+        ok = bool(valid) and overlap >= threshold
+        supported += ok
+        unsupported += not ok
+        sentences.append(AnswerSentence(text, tuple(valid), ok, round(overlap, 3), threshold, rejected))
+        if ok:
+            for ref in valid:
+                s, e = _best_span(by_id[ref].text, weights)
+                old = spans.get(ref)
+                spans[ref] = (min(s, old[0]), max(e, old[1])) if old else (s, e)
+    citations = tuple(_citation(by_id[ref], s, e) for ref, (s, e) in spans.items())
+    return Verification(tuple(sentences), citations, supported, unsupported, tuple(dict.fromkeys(rejected_all)))
+
+
+def _best_span(text: str, weights: TermWeights) -> tuple[int, int]:
+    """The chunk sentence (code-point span) that covers most of the claim's terms."""
+    best, best_span = -1.0, (0, len(text))
+    for s, e in sentence_spans(text):
+        share, _ = weights.coverage(set(fts_tokens(text[s:e])))
+        if share > best:
+            best, best_span = share, (s, e)
+    return best_span
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _citation(ev: Evidence, s: int, e: int) -> Citation:
+    """A citation of ``ev.text[s:e]``, with offsets into the note (UTF-16) and 1-based lines."""
+    start = ev.start + _utf16_len(ev.text[:s])
+    return Citation(
+        citation_id="cit_" + ev.chunk_id,
+        chunk_id=ev.chunk_id,
+        note_id=ev.note_id,
+        path=ev.path,
+        title=ev.title,
+        heading_path=ev.heading_path,
+        start=start,
+        end=start + _utf16_len(ev.text[s:e]),
+        start_line=ev.start_line + ev.text.count("\n", 0, s),
+        end_line=ev.start_line + ev.text.count("\n", 0, e),
+        quote=ev.text[s:e],
+    )
+
+
+def source_cards(citations: Sequence[Citation], notes: Mapping[str, Mapping[str, object]]) -> tuple[SourceCard, ...]:
+    """One card per cited note, in order of first citation; ``notes`` maps note id to its stored record."""
+    cards: dict[str, list[str]] = {}
+    for c in citations:
+        cards.setdefault(c.note_id, []).append(c.chunk_id)
+    out = []
+    for note_id, chunk_ids in cards.items():
+        note = notes.get(note_id) or {}
+        meta = note.get("metadata") or {}
+        assert isinstance(meta, Mapping)
+        first = next(c for c in citations if c.note_id == note_id)
+        out.append(
+            SourceCard(
+                note_id=note_id,
+                path=first.path,
+                title=first.title,
+                chapter=_text(meta.get("chapter")),
+                version=_text(meta.get("version")),
+                summary=_text(meta.get("summary")),
+                chunk_ids=tuple(chunk_ids),
+            )
+        )
+    return tuple(out)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

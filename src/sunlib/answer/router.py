@@ -1,0 +1,102 @@
+"""Intent router: does this question need the notes (``rag``) or not (``direct``)?
+
+The rules are deliberately narrow: only greetings, thanks and questions about the
+assistant itself go ``direct``; everything else is looked up. A ``direct`` answer
+is a fixed reply that states nothing about the user's notes. With an LLM
+configured, the LLM router decides from a JSON reply and falls back to the rules,
+saying so, when the reply is not the JSON asked for or the call fails.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..contracts import RouteDecision
+from ..errors import ProviderError
+from ..providers.writers.openai import ChatClient
+from ..text import is_cjk
+
+_GREETING = re.compile(
+    r"^\s*(hi|hello|hey|yo|good (morning|afternoon|evening)|thanks?( you)?|thank you( very much)?|thx|bye|goodbye"
+    r"|你好|您好|嗨|哈喽|早上好|晚上好|谢谢|多谢|谢了|再见|拜拜)[\s!！.。,，~～]*$",
+    re.IGNORECASE,
+)
+_ABOUT_ME = re.compile(
+    r"^\s*(who are you|what are you|what can you do|help|how do i use you"
+    r"|你是谁|你能做什么|你会什么|帮助)[\s?？!！.。]*$",
+    re.IGNORECASE,
+)
+
+DIRECT_REPLY = {
+    "en": "Hello! I answer questions from your notes only, and cite the passage behind every sentence. "
+    "Ask me something about them.",
+    "zh": "你好！我只根据你的笔记回答问题，每句话都会给出出处。请问一个关于笔记的问题吧。",
+}
+
+ROUTER_PROMPT = """Classify the user's message for a notes assistant. Reply with JSON only:
+{"route": "rag" or "direct", "reason": "<short public reason>", "confidence": <0..1>}
+"direct" only for greetings, thanks, or questions about the assistant itself. Anything that could be answered
+from the user's notes is "rag". When unsure, answer "rag"."""
+
+
+def language(text: str) -> str:
+    """ "zh" when at least a fifth of the non-space characters are CJK, else "en"."""
+    chars = [ch for ch in text if not ch.isspace()]
+    cjk = sum(1 for ch in chars if is_cjk(ch))
+    return "zh" if chars and cjk * 5 >= len(chars) else "en"
+
+
+def direct_reply(question: str) -> str:
+    return DIRECT_REPLY[language(question)]
+
+
+class RuleRouter:
+    name = "rules"
+
+    def decide(self, question: str) -> RouteDecision:
+        if _GREETING.match(question):
+            return RouteDecision("direct", "a greeting or thanks: nothing to look up", 0.95, self.name)
+        if _ABOUT_ME.match(question):
+            return RouteDecision("direct", "a question about the assistant itself", 0.9, self.name)
+        return RouteDecision("rag", "may be answered from the notes: look it up", 0.8, self.name)
+
+
+class LLMRouter:
+    name = "llm"
+
+    def __init__(self, client: ChatClient) -> None:
+        self.client = client
+        self.rules = RuleRouter()
+        self.fallback_reason: str | None = None
+
+    def decide(self, question: str) -> RouteDecision:
+        self.fallback_reason = None
+        try:
+            text, _ = self.client.complete(
+                [{"role": "system", "content": ROUTER_PROMPT}, {"role": "user", "content": question}]
+            )
+            decision = _parse(text)
+        except (ProviderError, ValueError) as exc:
+            self.fallback_reason = f"LLM router failed ({exc}); used the rules"
+            rules = self.rules.decide(question)
+            return RouteDecision(rules.route, rules.reason, rules.confidence, "rules (llm fallback)")
+        return decision
+
+
+def _parse(text: str) -> RouteDecision:
+    match = re.search(r"\{.*\}", text, re.DOTALL)
+    if match is None:
+        raise ValueError("reply has no JSON object")
+    try:
+        data = json.loads(match.group())
+    except json.JSONDecodeError:
+        raise ValueError("reply is not valid JSON") from None
+    route = data.get("route") if isinstance(data, dict) else None
+    if route not in ("rag", "direct"):
+        raise ValueError(f"route must be 'rag' or 'direct', got {route!r}")
+    try:
+        confidence = min(1.0, max(0.0, float(data.get("confidence", 0.5))))
+    except (TypeError, ValueError):
+        confidence = 0.5
+    return RouteDecision(route, str(data.get("reason") or "")[:300], confidence, "llm")

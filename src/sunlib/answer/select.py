@@ -1,0 +1,198 @@
+"""Select evidence, decide whether to answer at all, and widen strong evidence.
+
+* Minimum score (seed 002 phase 1): candidates whose rerank score (best = 1.0) is
+  below ``min_score`` are dropped; repeated texts are dropped; ``top_k`` remain.
+* Refusal gate (seed 001): ``gate = w * top cosine + (1 - w) * coverage``, where the
+  top cosine is the best dense similarity among the selected chunks and coverage is
+  the IDF-weighted share of the question's terms that the top three chunks contain.
+  Below the threshold, the question is refused with both numbers in the reason.
+  Without a dense route the gate is coverage alone, against its own threshold.
+  Thresholds are per embedding space: calibrated ones stored in the index win over
+  the configured defaults.
+* Confidence (seed 002 phase 4): the mean coverage of the top three chunks, with
+  ``low`` and ``caution`` levels that the LLM writer's prompt reacts to.
+* Expansion (seed 002 phase 3): only seeds scoring at least ``expand_threshold`` get
+  their neighbouring chunks, at most ``max_neighbors`` in all, each marked with the
+  seed it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..config import AnswerSettings
+from ..contracts import Evidence, Ranked
+from ..store import ChunkRow, SqliteStore
+from ..text import TermWeights
+from ..text.terms import token_set
+
+GATE_DEPTH = 3  # chunks whose terms count towards coverage and confidence
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A refusal threshold for one kind of evidence score, and where it came from."""
+
+    threshold: float
+    cosine_weight: float  # 0 for the lexical-only gate
+    source: str  # "settings" or "calibrated <date> on <n> questions"
+
+    @classmethod
+    def load(cls, store: SqliteStore, key: str, default: Gate) -> Gate:
+        raw = store.get_meta(key)
+        if not raw:
+            return default
+        data = json.loads(raw)
+        return cls(
+            float(data["threshold"]),
+            float(data["cosine_weight"]),
+            f"calibrated {data.get('calibrated_at', '?')} on {data.get('questions', '?')} questions",
+        )
+
+
+def gate_key(space_name: str | None) -> str:
+    """Where a calibrated gate is stored: per embedding space, or ``gate:bm25`` without vectors."""
+    return f"gate:{space_name}" if space_name else "gate:bm25"
+
+
+@dataclass(frozen=True)
+class Selection:
+    kept: tuple[Ranked, ...]
+    dropped_low: int
+    dropped_dupes: int
+    top_cosine: float | None
+    coverage: float
+    missing_terms: tuple[str, ...]
+    gate_score: float
+    threshold: float
+    passed: bool
+    gate: Gate
+    confidence: float
+    level: str
+    reason: str | None
+
+
+def select(
+    ranked: Sequence[Ranked], weights: TermWeights, dense_gate: Gate, lexical_gate: Gate, settings: AnswerSettings
+) -> Selection:
+    kept: list[Ranked] = []
+    seen: set[str] = set()
+    low = dupes = 0
+    for r in ranked:
+        if r.score < settings.min_score:
+            low += 1
+            continue
+        key = " ".join(r.hit.text.split())
+        if key in seen:
+            dupes += 1
+            continue
+        seen.add(key)
+        if len(kept) < settings.top_k:
+            kept.append(r)
+    head = kept[:GATE_DEPTH]
+    coverage, missing = weights.coverage(token_set(r.hit.text for r in head))
+    cosines = [r.hit.routes["dense"].score for r in kept if "dense" in r.hit.routes and r.hit.routes["dense"].rank]
+    top_cosine = max(cosines) if cosines else None
+    gate = dense_gate if top_cosine is not None else lexical_gate
+    w = gate.cosine_weight if top_cosine is not None else 0.0
+    gate_score = w * (top_cosine or 0.0) + (1 - w) * coverage
+    threshold = gate.threshold
+    parts = (
+        f"top cosine {top_cosine:.3f}, coverage {coverage:.2f}"
+        if top_cosine is not None
+        else f"coverage {coverage:.2f}, no dense score"
+    )
+    per_chunk = [weights.coverage(token_set([r.hit.text]))[0] for r in head]
+    confidence = sum(per_chunk) / len(per_chunk) if per_chunk else 0.0
+    level = (
+        "low"
+        if confidence < settings.confidence_warn
+        else "caution"
+        if confidence < settings.confidence_caution
+        else "high"
+    )
+    reason = None
+    if not kept:
+        reason = "no passage of the notes visible to you matches the question"
+        passed = False
+    elif gate_score < threshold:
+        passed = False
+        absent = f"; not in the evidence: {', '.join(missing[:5])}" if missing else ""
+        reason = f"gate score {gate_score:.3f} < {threshold:.3f} ({parts}){absent}"
+    else:
+        passed = True
+    return Selection(
+        tuple(kept),
+        low,
+        dupes,
+        top_cosine,
+        coverage,
+        tuple(missing),
+        gate_score,
+        threshold,
+        passed,
+        gate,
+        confidence,
+        level,
+        reason,
+    )
+
+
+def expand(store: SqliteStore, kept: Sequence[Ranked], settings: AnswerSettings) -> list[tuple[ChunkRow, Ranked]]:
+    """Neighbours of strong seeds: (neighbour row, the seed it extends), best seeds first."""
+    if settings.max_neighbors == 0 or settings.expand_radius == 0:
+        return []
+    taken = {r.hit.chunk_id for r in kept}
+    out: list[tuple[ChunkRow, Ranked]] = []
+    for seed in kept:
+        if seed.score < settings.expand_threshold:
+            continue
+        for row in store.neighbours(seed.hit.rowid, settings.expand_radius):
+            if row.chunk_id in taken:
+                continue
+            taken.add(row.chunk_id)
+            out.append((row, seed))
+            if len(out) >= settings.max_neighbors:
+                return out
+    return out
+
+
+def evidence_from(hit_or_row: Ranked | ChunkRow, score: float, expanded_from: str | None = None) -> Evidence:
+    if isinstance(hit_or_row, Ranked):
+        h = hit_or_row.hit
+        c = h.citation
+        return Evidence(
+            0,
+            h.chunk_id,
+            h.note_id,
+            h.path,
+            h.title,
+            h.heading_path,
+            h.text,
+            score,
+            c.start,
+            c.end,
+            c.start_line,
+            c.end_line,
+            h.ordinal,
+            expanded_from,
+        )
+    row = hit_or_row
+    return Evidence(
+        0,
+        row.chunk_id,
+        row.note_id,
+        row.path,
+        row.title,
+        row.heading_path,
+        row.text,
+        score,
+        row.start16,
+        row.end16,
+        row.start_line,
+        row.end_line,
+        row.ordinal,
+        expanded_from,
+    )

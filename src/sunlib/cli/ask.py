@@ -1,0 +1,173 @@
+"""``sunlib ask QUESTION``: a cited answer or a refusal with its reason; ``sunlib runs``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from ..config import merge
+from ..contracts import AnswerFrame, AskResult, to_jsonable
+from ..errors import UserError
+from ..text.refs import REF
+from .app import app
+from .common import VAULT_HELP, make_filters, open_library, out, principals_of, print_json, require_index
+from .explain import print_trace
+
+EXIT_REFUSED = 2
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="your question, in English or Chinese")],
+    writer: Annotated[str | None, typer.Option(help="extractive (offline), openai or llama-cpp")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", "-m", help="retrieval: bm25, dense or hybrid")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="only notes with this tag (repeat: all)")] = None,
+    folder: Annotated[
+        list[str] | None, typer.Option("--folder", "-f", help="only notes under this folder (repeat: any)")
+    ] = None,
+    note: Annotated[list[str] | None, typer.Option("--note", help="only this note id (repeat: any)")] = None,
+    filter_: Annotated[list[str] | None, typer.Option("--filter", help="metadata key=value, e.g. chapter=ch02")] = None,
+    since: Annotated[str | None, typer.Option(help="only notes modified on/after this date (ISO)")] = None,
+    until: Annotated[str | None, typer.Option(help="only notes modified on/before this date (ISO)")] = None,
+    as_: Annotated[list[str] | None, typer.Option("--as", help="ask as these ACL principals (besides public)")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="show the run chain: every step and its details")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the AnswerFrame and run_id as JSON")] = False,
+    stream: Annotated[bool, typer.Option(help="print the answer as the writer produces it")] = True,
+    save: Annotated[bool, typer.Option(help="save the run in the index (see `sunlib runs`)")] = True,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """Answer from your notes only: every sentence cited, or a refusal that says why. Exit 2 when refused."""
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        lib.settings = merge(lib.settings, answer={"writer": writer}, search={"mode": mode})
+        filters = make_filters(folder, tag, note, filter_, since, until)
+        streamed: list[str] = []
+
+        def on_token(delta: str) -> None:
+            if not streamed:
+                out.print("[dim]answer (streaming, before verification):[/]")
+            streamed.append(delta)
+            sys.stdout.write(delta)
+            sys.stdout.flush()
+
+        live = stream and not as_json and lib.asker.writer.is_llm
+        result = lib.ask(question, filters, principals_of(as_), on_token=on_token if live else None, save=save)
+        if streamed:
+            sys.stdout.write("\n\n")
+    if as_json:
+        data: dict[str, Any] = {**to_jsonable(result.frame), "run_id": result.run_id}
+        if explain:
+            data["trace"] = to_jsonable(result.trace)
+        print_json(data)
+    else:
+        print_answer(result)
+        if explain:
+            print_trace(result.trace)
+    if result.frame.refused:
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def print_answer(result: AskResult) -> None:
+    frame = result.frame
+    if frame.refused:
+        out.print(f"[bold yellow]refused[/]: {escape(frame.refusal_reason or '')}")
+        out.print(f"[dim]run {result.run_id}[/]")
+        return
+    numbers = {c.chunk_id: i for i, c in enumerate(frame.citations, 1)}
+    out.print(_numbered(frame, numbers))
+    unsupported = [s for s in frame.sentences if not s.supported and s.refs is not None]
+    if frame.unsupported:
+        out.print(f"[yellow]{frame.unsupported} sentence(s) not supported by their citations:[/]")
+        for s in unsupported[:5]:
+            out.print(f"  [yellow]?[/] {escape(s.text)}")
+    if frame.citations:
+        out.print("\n[bold]citations[/]")
+    for c in frame.citations:
+        heading = " > ".join(c.heading_path)
+        out.print(
+            f" [{numbers[c.chunk_id]}] {escape(c.title)}  [dim]{escape(c.path)}:{c.start_line}-{c.end_line}"
+            f"{'  § ' + escape(heading) if heading else ''}[/]"
+        )
+        out.print(f"     [dim]“{escape(' '.join(c.quote.split())[:160])}”[/]")
+    out.print(
+        f"[dim]confidence {frame.confidence:.2f} ({frame.confidence_level}) · route {frame.route}"
+        f" · run {result.run_id}[/]"
+    )
+
+
+def _numbered(frame: AnswerFrame, numbers: dict[str, int]) -> str:
+    def repl(m: Any) -> str:
+        n = numbers.get(m.group(1))
+        return f"[{n}]" if n else ""
+
+    return escape(REF.sub(lambda m: "\x00" + repl(m) + "\x00", frame.answer)).replace("\x00", "")
+
+
+runs_app = typer.Typer(help="Saved runs: the answer and run chain of past questions.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+@runs_app.command("list")
+def runs_list(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="how many, newest first")] = 20,
+    offset: Annotated[int, typer.Option(help="skip this many")] = 0,
+    as_: Annotated[list[str] | None, typer.Option("--as", help="list as these ACL principals (besides public)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """Runs you may read: those asked as principals you also hold."""
+    if limit < 1 or offset < 0:
+        raise UserError("--limit must be >= 1 and --offset >= 0")
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        principals = principals_of(as_) or lib.settings.search.principals
+        runs = lib.store.list_runs(principals, limit, offset)
+    if as_json:
+        print_json(runs)
+        return
+    if not runs:
+        out.print("no saved runs")
+    from datetime import UTC, datetime
+
+    for r in runs:
+        when = datetime.fromtimestamp(r["created_at"], UTC).strftime("%Y-%m-%d %H:%M:%S")
+        state = "[yellow]refused[/]" if r["refused"] else "[green]answered[/]"
+        out.print(f"{r['run_id']}  {when}  {state}  {r['total_ms']:.0f} ms  {escape(r['question'][:70])}")
+
+
+@runs_app.command("show")
+def runs_show(
+    run_id: Annotated[str, typer.Argument(help="a run id from `sunlib runs list` or `sunlib ask`")],
+    as_: Annotated[list[str] | None, typer.Option("--as", help="read as these ACL principals (besides public)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """One saved run: its answer and its whole run chain."""
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        principals = principals_of(as_) or lib.settings.search.principals
+        run = lib.store.get_run(run_id, principals)
+    if run is None:
+        raise UserError(f"no run {run_id!r} that you may read")
+    if as_json:
+        print_json(run)
+        return
+    from ..contracts import RunTrace, StepTrace
+
+    frame = run["frame"]
+    out.print(f"[bold]{escape(run['question'])}[/]")
+    if frame.get("refused"):
+        out.print(f"[bold yellow]refused[/]: {escape(frame.get('refusal_reason') or '')}")
+    else:
+        out.print(escape(frame.get("answer", "")))
+    t = run["trace"]
+    print_trace(
+        RunTrace(t["run_id"], t["kind"], tuple(StepTrace(**s) for s in t["steps"]), t["total_ms"], tuple(t["warnings"]))
+    )

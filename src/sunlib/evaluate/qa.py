@@ -1,0 +1,262 @@
+"""Answer evaluation on a QA set (seed 002 phase 0, seed 001 module 5).
+
+A QA set is JSONL, one question per line::
+
+    {"id": "en-fact-01", "lang": "en", "type": "fact", "question": "...",
+     "gold_files": ["guide/search/search-modes.md"], "gold_phrases": ["z-score"], "answer": "..."}
+
+``type`` is one of TYPES; an ``unanswerable`` question has no gold files. Every
+question goes through the real ask pipeline (``Library.ask``), and:
+
+* ``recall@5``: a gold file is among the (at most five) selected evidence chunks;
+* ``citation_correctness``: of the answered answerable questions, the share whose
+  cited chunks contain a gold phrase (``citation_precision``: the share of all
+  citations whose chunk contains one);
+* ``refusal_rate``: unanswerable questions refused; ``false_refusal_rate``:
+  answerable questions refused;
+* ``unsupported_claim_rate``: answer claims the verifier did not support, over all
+  claims of answered questions;
+* ``keyword_coverage``: gold phrases that appear in the answer text;
+* ``answer_span_hit``: a gold phrase appears in the selected evidence.
+
+Every metric is reported for the whole set, and per slice (answerable, unanswerable,
+``lang:*``, ``type:*``) under ``by_slice``. A metric with no question to count is null.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import DatasetError
+from ..library import Library
+from .metrics import percentile
+
+TYPES = (
+    "fact",
+    "procedure",
+    "comparison",
+    "enumeration",
+    "cross_doc",
+    "code_identifier",
+    "paraphrase",
+    "unanswerable",
+)
+METRIC_KEYS = (
+    "recall@5",
+    "citation_correctness",
+    "refusal_rate",
+    "false_refusal_rate",
+    "unsupported_claim_rate",
+    "keyword_coverage",
+)
+EXTRA_KEYS = ("citation_precision", "answer_span_hit", "latency_ms_p50", "latency_ms_p95", "questions")
+HIGHER_IS_BETTER = {
+    "recall@5": True,
+    "citation_correctness": True,
+    "refusal_rate": True,
+    "false_refusal_rate": False,
+    "unsupported_claim_rate": False,
+    "keyword_coverage": True,
+    "citation_precision": True,
+    "answer_span_hit": True,
+}
+
+
+@dataclass(frozen=True)
+class QACase:
+    id: str
+    lang: str
+    type: str
+    question: str
+    gold_files: tuple[str, ...]
+    gold_phrases: tuple[str, ...]
+    answer: str
+
+    @property
+    def answerable(self) -> bool:
+        return self.type != "unanswerable"
+
+
+@dataclass
+class QAReport:
+    metrics: dict[str, Any]
+    by_slice: dict[str, dict[str, Any]]
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.metrics, "by_slice": self.by_slice}
+
+
+def load_qa(path: Path) -> list[QACase]:
+    if not path.is_file():
+        raise DatasetError(f"QA set not found: {path}")
+    cases: list[QACase] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise DatasetError(f"{where}: expected a JSON object")
+            missing = [k for k in ("id", "question", "type") if not isinstance(row.get(k), str) or not row[k].strip()]
+            if missing:
+                raise DatasetError(f"{where}: missing or empty field(s): {', '.join(missing)}")
+            if row["type"] not in TYPES:
+                raise DatasetError(f"{where}: type {row['type']!r} is not one of {', '.join(TYPES)}")
+            if row["id"] in seen:
+                raise DatasetError(f"{where}: duplicate id {row['id']!r}")
+            seen.add(row["id"])
+            gold_files, gold_phrases = row.get("gold_files") or [], row.get("gold_phrases") or []
+            if not all(isinstance(x, str) for x in [*gold_files, *gold_phrases]):
+                raise DatasetError(f"{where}: gold_files and gold_phrases must be lists of strings")
+            if row["type"] == "unanswerable" and gold_files:
+                raise DatasetError(f"{where}: an unanswerable question has no gold_files")
+            if row["type"] != "unanswerable" and not gold_files:
+                raise DatasetError(f"{where}: an answerable question needs gold_files")
+            cases.append(
+                QACase(
+                    row["id"],
+                    str(row.get("lang") or "und"),
+                    row["type"],
+                    row["question"],
+                    tuple(gold_files),
+                    tuple(gold_phrases),
+                    str(row.get("answer") or ""),
+                )
+            )
+    if not cases:
+        raise DatasetError(f"{path}: no questions")
+    return cases
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _contains_any(texts: Sequence[str], phrases: Sequence[str]) -> bool:
+    normed = [_norm(t) for t in texts]
+    return any(_norm(p) in t for p in phrases for t in normed)
+
+
+def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None) -> dict[str, Any]:
+    """Ask one question and record what the metrics need."""
+    t0 = time.perf_counter()
+    result = lib.ask(case.question, principals=principals, save=False)
+    latency = (time.perf_counter() - t0) * 1000.0
+    frame = result.frame
+    sel = next((s.details for s in result.trace.steps if s.name == "Selection/Refusal"), {})
+    selected = list(sel.get("selected") or [])
+    selected_rows = lib.store.chunks_by_ids(selected)
+    selected_paths = [r.path for r in selected_rows]
+    texts = {ev.chunk_id: ev.text for ev in frame.evidence}
+    cited = [texts.get(c.chunk_id, c.quote) for c in frame.citations]
+    counted = [s for s in frame.sentences if s.refs or not s.supported]
+    return {
+        "id": case.id,
+        "lang": case.lang,
+        "type": case.type,
+        "question": case.question,
+        "answerable": case.answerable,
+        "refused": frame.refused,
+        "refusal_reason": frame.refusal_reason,
+        "answer": frame.answer,
+        "selected_paths": selected_paths,
+        "gold_in_selected": bool(set(case.gold_files) & set(selected_paths[:5])),
+        "span_hit": _contains_any([r.text for r in selected_rows], case.gold_phrases) if case.gold_phrases else None,
+        "citation_correct": _contains_any(cited, case.gold_phrases) if cited and case.gold_phrases else False,
+        "citations_with_gold": sum(_contains_any([t], case.gold_phrases) for t in cited),
+        "citations": len(cited),
+        "claims": len(counted),
+        "unsupported": frame.unsupported,
+        "keyword_coverage": (
+            sum(_norm(p) in _norm(frame.answer) for p in case.gold_phrases) / len(case.gold_phrases)
+            if case.gold_phrases
+            else None
+        ),
+        "gate_score": sel.get("gate_score"),
+        "top_cosine": sel.get("top_cosine"),
+        "coverage": sel.get("coverage"),
+        "latency_ms": round(latency, 1),
+        "run_id": result.run_id,
+    }
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    ans = [r for r in rows if r["answerable"]]
+    unans = [r for r in rows if not r["answerable"]]
+    answered = [r for r in ans if not r["refused"]]
+    all_answered = [r for r in rows if not r["refused"]]
+    claims = sum(r["claims"] for r in all_answered)
+    citations = sum(r["citations"] for r in answered)
+    latencies = [r["latency_ms"] for r in rows]
+    return {
+        "recall@5": _mean([float(r["gold_in_selected"]) for r in ans]),
+        "citation_correctness": _mean([float(r["citation_correct"]) for r in answered]),
+        "refusal_rate": _mean([float(r["refused"]) for r in unans]),
+        "false_refusal_rate": _mean([float(r["refused"]) for r in ans]),
+        "unsupported_claim_rate": round(sum(r["unsupported"] for r in all_answered) / claims, 4) if claims else None,
+        "keyword_coverage": _mean([r["keyword_coverage"] for r in answered if r["keyword_coverage"] is not None]),
+        "citation_precision": round(sum(r["citations_with_gold"] for r in answered) / citations, 4)
+        if citations
+        else None,
+        "answer_span_hit": _mean([float(r["span_hit"]) for r in ans if r["span_hit"] is not None]),
+        "latency_ms_p50": round(percentile(latencies, 50), 1) if latencies else None,
+        "latency_ms_p95": round(percentile(latencies, 95), 1) if latencies else None,
+        "questions": len(rows),
+    }
+
+
+def evaluate_rag(
+    lib: Library,
+    cases: Sequence[QACase],
+    principals: Sequence[str] | None = None,
+    on_case: Callable[[int, int], None] | None = None,
+) -> QAReport:
+    rows = []
+    for i, case in enumerate(cases, 1):
+        rows.append(run_case(lib, case, principals))
+        if on_case is not None:
+            on_case(i, len(cases))
+    slices: dict[str, list[dict[str, Any]]] = {"answerable": [], "unanswerable": []}
+    for r in rows:
+        slices["answerable" if r["answerable"] else "unanswerable"].append(r)
+        slices.setdefault(f"lang:{r['lang']}", []).append(r)
+        slices.setdefault(f"type:{r['type']}", []).append(r)
+    info = {
+        "vault": str(lib.vault),
+        "writer": lib.asker.writer.name,
+        "reranker": lib.settings.answer.reranker,
+        "mode": lib.settings.search.mode,
+        "embedding": lib.settings.embedding.provider,
+        "evaluated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    return QAReport(summarize(rows), {k: summarize(v) for k, v in slices.items() if v}, rows, info)
+
+
+def regressions(current: dict[str, Any], baseline: dict[str, Any], tolerance: float) -> list[str]:
+    """Metrics that moved the wrong way by more than ``tolerance`` (absolute)."""
+    out = []
+    for key, higher in HIGHER_IS_BETTER.items():
+        now, then = current.get(key), baseline.get(key)
+        if not isinstance(now, int | float) or not isinstance(then, int | float):
+            continue
+        drop = (then - now) if higher else (now - then)
+        if drop > tolerance:
+            out.append(f"{key}: {then} -> {now} (worse by {drop:.4f} > {tolerance})")
+    return out

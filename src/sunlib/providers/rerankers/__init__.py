@@ -1,0 +1,1 @@
+"""Rerankers: ``lexical`` (explained rule bonuses) and ``cross-encoder`` (a local ONNX model)."""

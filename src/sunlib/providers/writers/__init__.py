@@ -1,0 +1,1 @@
+"""Writers: ``extractive`` (offline default), ``openai`` (any compatible endpoint), ``llama-cpp`` (local GGUF)."""

@@ -1,0 +1,79 @@
+"""The offline writer: an answer made only of evidence sentences, each cited.
+
+Every evidence sentence is scored by the weighted share of the question's terms it
+contains (rare terms weigh more), with a small preference for better-ranked sources.
+The best few are kept, in the order they appear in the context, verbatim, each
+followed by ``[ref:chunk_id]``. Nothing is paraphrased, so nothing can be stated
+that the evidence does not say. When no sentence shares a term with the question
+(a paraphrase that the refusal gate let through on meaning), the best source's
+opening sentence stands in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ...config import Settings
+from ...contracts import Draft, Evidence, WriteRequest
+from ...text import is_cjk, sentence_spans
+from ...text.refs import defuse_refs
+from ..registry import Writer, register_writer
+
+_MARKUP = re.compile(r"^(?:#{1,6}\s+|[-*+]\s+|\d{1,3}[.)]\s+|>\s*|\|)+")
+MIN_SENTENCE_CHARS = 6
+RANK_PENALTY = 0.03  # per source position: a tie goes to the better-ranked source
+
+
+def clean_sentence(text: str) -> str:
+    """A sentence as it reads in an answer: one line, no list/heading/quote markers."""
+    lines = (_MARKUP.sub("", line.strip()) for line in text.splitlines() if line.strip())
+    return defuse_refs(" ".join(lines).strip(" |"))
+
+
+def evidence_sentences(ev: Evidence) -> list[tuple[int, str]]:
+    """(position in the chunk, cleaned sentence) for every sentence worth quoting."""
+    out = []
+    for s, e in sentence_spans(ev.text):
+        sentence = clean_sentence(ev.text[s:e])
+        if len(sentence) >= MIN_SENTENCE_CHARS and not sentence.startswith("```"):
+            out.append((s, sentence))
+    return out
+
+
+class ExtractiveWriter(Writer):
+    name = "extractive"
+    model = "extractive"
+
+    def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft:
+        weights = request.term_weights
+        scored: list[tuple[float, int, int, str, str]] = []
+        seen: set[str] = set()
+        for rank, ev in enumerate(request.context.evidence):
+            for pos, sentence in evidence_sentences(ev):
+                if sentence in seen:
+                    continue  # overlapping chunks repeat sentences
+                seen.add(sentence)
+                share = weights.share([sentence]) if weights else 0.0
+                scored.append((share - RANK_PENALTY * rank, rank, pos, sentence, ev.chunk_id))
+        best = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[: request.max_sentences]
+        if not best and scored:
+            best = [min(scored, key=lambda s: (s[1], s[2]))]
+        best.sort(key=lambda s: (s[1], s[2]))  # reading order of the context
+        parts = [f"{sentence} [ref:{chunk_id}]" for _, _, _, sentence, chunk_id in best]
+        text = _join(parts)
+        if on_token is not None and text:
+            on_token(text)
+        return Draft(text=text, model=self.model, tokens_out=len(best))
+
+
+def _join(parts: list[str]) -> str:
+    if not parts:
+        return ""
+    cjk = sum(1 for p in parts for ch in p[:20] if is_cjk(ch))
+    return ("" if cjk > 5 * len(parts) else " ").join(parts)
+
+
+@register_writer("extractive")
+def _extractive(settings: Settings) -> Writer:
+    return ExtractiveWriter()
