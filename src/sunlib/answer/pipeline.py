@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from ..contracts import (
     AnswerFrame,
     AskResult,
+    BuiltContext,
+    Draft,
     Evidence,
     Hit,
     Ranked,
@@ -116,24 +118,29 @@ class Asker:
         context = self._context(selection, tracer)
         note = CONFIDENCE_NOTES.get((selection.level, lang), "")
         request = WriteRequest(question, context, weights, note, self.settings.max_sentences)
+        draft: Draft | None = None
+        failure: ProviderError | None = None
         with tracer.step("Writer", f"{self.writer.name} with {len(context.evidence)} sources") as step:
             try:
                 draft = self.writer.write(request, on_token)
             except ProviderError as exc:
+                failure = exc
                 step.done(f"failed: {exc}", status="error", writer=self.writer.name, model=self.writer.model)
-                _skipped(tracer, "Citation Verifier", "the writer failed")
-                frame = self._refusal(question, f"the writer failed ({exc})", selection, lang)
-                return self._finish(tracer, frame, who, started, save, retrieved=len(result.hits), tokens=(0, 0))
-            step.done(
-                f"{len(draft.text)} characters" + (f", {draft.tokens_out} tokens" if draft.tokens_out else ""),
-                writer=self.writer.name,
-                model=draft.model,
-                tokens_in=draft.tokens_in,
-                tokens_out=draft.tokens_out,
-                streamed=draft.streamed,
-                confidence_note=note or None,
-                draft=draft.text,
-            )
+            else:
+                step.done(
+                    f"{len(draft.text)} characters" + (f", {draft.tokens_out} tokens" if draft.tokens_out else ""),
+                    writer=self.writer.name,
+                    model=draft.model,
+                    tokens_in=draft.tokens_in,
+                    tokens_out=draft.tokens_out,
+                    streamed=draft.streamed,
+                    confidence_note=note or None,
+                    draft=draft.text,
+                )
+        if draft is None:  # a clean refusal that names the failure; the Writer step says what happened
+            _skipped(tracer, "Citation Verifier", "the writer failed")
+            frame = self._refusal(question, f"the writer failed ({failure})", selection, lang)
+            return self._finish(tracer, frame, who, started, save, retrieved=len(result.hits), tokens=(0, 0))
         with tracer.step("Citation Verifier", f"{len(draft.text)} characters") as step:
             checked = verify(draft.text, context.evidence)
             step.done(
@@ -219,12 +226,10 @@ class Asker:
     def _select(self, ranked: Sequence[Ranked], weights: TermWeights, tracer: Tracer) -> Selection:
         s = self.settings
         store = self.lib.store
-        dense_key = gate_key(self.lib.space.name) if self.lib.settings.search.mode != "bm25" else None
-        dense_gate = (
-            Gate.load(store, dense_key, Gate(s.gate_threshold, s.gate_cosine_weight, "settings"))
-            if dense_key
-            else Gate(s.gate_threshold, s.gate_cosine_weight, "settings")
-        )
+        # a dense gate is per embedding space; without a dense score the lexical gate decides
+        dense_default = Gate(s.gate_threshold, s.gate_cosine_weight, "settings")
+        uses_dense = self.lib.settings.search.mode != "bm25"
+        dense_gate = Gate.load(store, gate_key(self.lib.space.name), dense_default) if uses_dense else dense_default
         lexical_gate = Gate.load(store, gate_key(None), Gate(s.gate_threshold_bm25, 0.0, "settings"))
         with tracer.step("Selection/Refusal", f"{len(ranked)} candidates, min score {s.min_score}") as step:
             sel = select(ranked, weights, dense_gate, lexical_gate, s)
@@ -248,7 +253,7 @@ class Asker:
             )
         return sel
 
-    def _context(self, sel: Selection, tracer: Tracer):  # type: ignore[no-untyped-def]
+    def _context(self, sel: Selection, tracer: Tracer) -> BuiltContext:
         s = self.settings
         with tracer.step("Context Builder", f"{len(sel.kept)} selected chunks") as step:
             neighbours = expand(self.lib.store, sel.kept, s)

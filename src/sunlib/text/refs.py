@@ -14,5 +14,9 @@ def defuse_refs(text: str) -> str:
     return _REF_OPEN.sub(DEFUSED, text)
 
 
+_REF_WITH_SPACE = re.compile(r"\s*" + REF.pattern)
+
+
 def strip_refs(text: str) -> str:
-    return " ".join(REF.sub(" ", text).split())
+    """The text without its markers (and the space before each), on one line."""
+    return " ".join(_REF_WITH_SPACE.sub("", text).split())

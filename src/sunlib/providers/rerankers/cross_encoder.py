@@ -34,6 +34,8 @@ class CrossEncoderReranker(Reranker):
             raise ConfigError(
                 "the cross-encoder reranker needs onnxruntime and tokenizers: pip install 'sunlib[minilm]'"
             ) from None
+        if not model_dir.is_dir():
+            raise ConfigError(f"cross-encoder directory not found: {model_dir}")
         model, tok = model_dir / "model.onnx", model_dir / "tokenizer.json"
         for path in (model, tok):
             if not path.is_file():

@@ -22,7 +22,7 @@ from ..registry import Writer, register_writer
 
 _MARKUP = re.compile(r"^(?:#{1,6}\s+|[-*+]\s+|\d{1,3}[.)]\s+|>\s*|\|)+")
 MIN_SENTENCE_CHARS = 6
-RANK_PENALTY = 0.03  # per source position: a tie goes to the better-ranked source
+RANK_PENALTY = 0.08  # per source position: a tie goes to the better-ranked source
 
 
 def clean_sentence(text: str) -> str:
@@ -36,7 +36,7 @@ def evidence_sentences(ev: Evidence) -> list[tuple[int, str]]:
     out = []
     for s, e in sentence_spans(ev.text):
         sentence = clean_sentence(ev.text[s:e])
-        if len(sentence) >= MIN_SENTENCE_CHARS and not sentence.startswith("```"):
+        if _quotable(sentence):
             out.append((s, sentence))
     return out
 
@@ -65,6 +65,17 @@ class ExtractiveWriter(Writer):
         if on_token is not None and text:
             on_token(text)
         return Draft(text=text, model=self.model, tokens_out=len(best))
+
+
+def _quotable(sentence: str) -> bool:
+    """Prose worth quoting: long enough, not a question (a heading like "Which model?"), not a fence."""
+    words = len(sentence.split()) + sum(1 for ch in sentence if is_cjk(ch)) // 2
+    return (
+        len(sentence) >= MIN_SENTENCE_CHARS
+        and words >= 3
+        and not sentence.rstrip().endswith(("?", "？"))
+        and not sentence.startswith(("```", "~~~"))
+    )
 
 
 def _join(parts: list[str]) -> str:

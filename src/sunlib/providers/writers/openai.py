@@ -97,6 +97,8 @@ class ChatClient:
             response = self._client.post(f"{self.base_url}/chat/completions", json=body)
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
+        except httpx.HTTPError as exc:  # e.g. a body that does not decode
+            raise ProviderError(f"unreadable response from the LLM: {type(exc).__name__}: {exc}") from None
         _check(response)
         try:
             payload = response.json()
@@ -124,8 +126,12 @@ class ChatClient:
                         chunk = json.loads(data)
                     except ValueError:
                         raise ProviderError("malformed stream from the LLM: a data line is not JSON") from None
+                    if not isinstance(chunk, dict) or not isinstance(chunk.get("choices") or [], list):
+                        raise ProviderError("malformed stream from the LLM: a chunk is not a chat completion chunk")
                     usage = _usage(chunk) or usage
                     for choice in chunk.get("choices") or []:
+                        if not isinstance(choice, dict) or not isinstance(choice.get("delta") or {}, dict):
+                            raise ProviderError("malformed stream from the LLM: a choice or its delta is not an object")
                         delta = (choice.get("delta") or {}).get("content")
                         if isinstance(delta, str) and delta:
                             parts.append(delta)
@@ -137,6 +143,8 @@ class ChatClient:
             if parts:  # tokens already went out: retrying would repeat them
                 raise ProviderError(f"the LLM stream broke after {len(parts)} deltas: {exc}") from None
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
+        except httpx.HTTPError as exc:  # e.g. a body that does not decode
+            raise ProviderError(f"unreadable stream from the LLM: {type(exc).__name__}: {exc}") from None
         if not finished:
             raise ProviderError(f"the LLM stream ended without finishing (after {len(parts)} deltas)")
         return "".join(parts), usage
