@@ -34,11 +34,11 @@ def test_index_reports_json_summary(vault: Path) -> None:
     r = sunlib("index", str(vault), "--provider", "hash", "--json")
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
-    assert len(report["added"]) == 19
+    assert len(report["added"]) == 21
     assert report["failed"] == []
     assert report["vectors_pending"] == 0
     again = json.loads(sunlib("index", str(vault), "--provider", "hash", "--json").stdout)
-    assert again["added"] == [] and again["unchanged"] == 19 and again["vectors_embedded"] == 0
+    assert again["added"] == [] and again["unchanged"] == 21 and again["vectors_embedded"] == 0
 
 
 def test_index_human_summary_lists_failures(vault: Path) -> None:
@@ -101,7 +101,7 @@ def test_remembered_vault_and_status(indexed: Path, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["vault"] == str(indexed.resolve())
-    assert info["counts"]["notes"] == 19 and info["vectors_pending"] == 0
+    assert info["counts"]["notes"] == 21 and info["vectors_pending"] == 0
 
 
 def test_doctor_prints_versions() -> None:
@@ -159,5 +159,5 @@ def test_bad_input_loses_nothing(indexed: Path) -> None:
     r = sunlib("search", 'NEAR("a" b) AND * : "', "--vault", str(indexed), "--mode", "bm25", "--json")
     assert r.returncode == 0, r.stderr
     r = sunlib("status", "--vault", str(indexed), "--json", env={"SUNLIB_EMBEDDING__PROVIDER": "hash"})
-    assert json.loads(r.stdout)["counts"]["notes"] == 19
+    assert json.loads(r.stdout)["counts"]["notes"] == 21
     assert db.stat().st_size >= before

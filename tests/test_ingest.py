@@ -30,6 +30,7 @@ from sunlib.text import estimate_tokens, sentence_spans
 SAMPLE_NOTES = [
     "getting-started/installation.md",
     "getting-started/quick-tour.md",
+    "guide/answers/asking.md",
     "guide/indexing/chunking.md",
     "guide/indexing/incremental-index.md",
     "guide/indexing/vaults-and-metadata.md",
@@ -47,6 +48,7 @@ SAMPLE_NOTES = [
     "zh/参考/常见问题.md",
     "zh/指南/中文检索.md",
     "zh/指南/引用与拒答.md",
+    "zh/指南/提问.md",
 ]
 SENTENCE_END = set(".!?。！？；")
 CLOSERS = set("\"'”’」』）)]】")
@@ -359,6 +361,8 @@ def test_hash_lines_in_code_fences_are_not_headings(vault: Path) -> None:
         ("Configuration", "sunlib.toml", "[index]"),
         ("Configuration", "sunlib.toml", "[embedding]"),
         ("Configuration", "sunlib.toml", "[search]"),
+        ("Configuration", "sunlib.toml", "[answer]"),
+        ("Configuration", "sunlib.toml", "[llm]"),
         ("Configuration", "Environment variables"),
         ("Configuration", "Checking the result"),
     }

@@ -89,9 +89,9 @@ class AnswerSettings(BaseModel):
     # embedding space (`sunlib eval calibrate`) are stored in the index and win over these.
     # The defaults were calibrated for the default e5 space on the bundled calibration set
     # (src/sunlib/qa/sample_vault_calibration.jsonl); recalibrate for another model.
-    gate_threshold: float = Field(0.8697, ge=0.0, le=1.0)
+    gate_threshold: float = Field(0.8725, ge=0.0, le=1.0)
     gate_cosine_weight: float = Field(0.9, ge=0.0, le=1.0)
-    gate_threshold_bm25: float = Field(0.7007, ge=0.0, le=1.0)  # when no dense score exists
+    gate_threshold_bm25: float = Field(0.5057, ge=0.0, le=1.0)  # when no dense score exists
     # Seed 002 phase 4: confidence (mean coverage of the top 3 chunks) below these warns.
     confidence_warn: float = Field(0.3, ge=0.0, le=1.0)
     confidence_caution: float = Field(0.5, ge=0.0, le=1.0)
@@ -102,7 +102,7 @@ class AnswerSettings(BaseModel):
     # Seed 002 phase 2: context budget in estimated tokens (1 CJK character ~ 1 token).
     context_soft_tokens: int = Field(1500, ge=100)
     context_max_tokens: int = Field(2500, ge=100)
-    max_sentences: int = Field(3, ge=1, le=20)  # extractive writer
+    max_sentences: int = Field(4, ge=1, le=20)  # extractive writer
     save_runs: bool = True
 
 

@@ -1,12 +1,14 @@
 """The offline writer: an answer made only of evidence sentences, each cited.
 
 Every evidence sentence is scored by the weighted share of the question's terms it
-contains (rare terms weigh more), with a small preference for better-ranked sources.
-The best few are kept, in the order they appear in the context, verbatim, each
-followed by ``[ref:chunk_id]``. Nothing is paraphrased, so nothing can be stated
-that the evidence does not say. When no sentence shares a term with the question
-(a paraphrase that the refusal gate let through on meaning), the best source's
-opening sentence stands in.
+contains (rare terms weigh more). Sources are visited best rerank score first: the
+best source gives its two best-scoring sentences, every later source its best one,
+until ``max_sentences`` are taken, so an answer shows depth from the strongest passage
+and breadth from the next ones. Sentences are quoted verbatim, in the order they
+appear in the context, each followed by ``[ref:chunk_id]``. Nothing is paraphrased,
+so nothing can be stated that the evidence does not say. When no sentence shares a
+term with the question (a paraphrase that the refusal gate let through on meaning),
+the best source's opening sentence stands in.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..registry import Writer, register_writer
 
 _MARKUP = re.compile(r"^(?:#{1,6}\s+|[-*+]\s+|\d{1,3}[.)]\s+|>\s*|\|)+")
 MIN_SENTENCE_CHARS = 6
-RANK_PENALTY = 0.08  # per source position: a tie goes to the better-ranked source
+FIRST_SOURCE_SENTENCES = 2
 
 
 def clean_sentence(text: str) -> str:
@@ -47,18 +49,23 @@ class ExtractiveWriter(Writer):
 
     def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft:
         weights = request.term_weights
-        scored: list[tuple[float, int, int, str, str]] = []
+        evidence = request.context.evidence
+        scored: list[tuple[float, int, int, str, str]] = []  # (share, source index, position, sentence, chunk)
         seen: set[str] = set()
-        for rank, ev in enumerate(request.context.evidence):
+        for i, ev in enumerate(evidence):
             for pos, sentence in evidence_sentences(ev):
                 if sentence in seen:
                     continue  # overlapping chunks repeat sentences
                 seen.add(sentence)
                 share = weights.share([sentence]) if weights else 0.0
-                scored.append((share - RANK_PENALTY * rank, rank, pos, sentence, ev.chunk_id))
-        best = sorted((s for s in scored if s[0] > 0), key=lambda s: -s[0])[: request.max_sentences]
+                scored.append((share, i, pos, sentence, ev.chunk_id))
+        best: list[tuple[float, int, int, str, str]] = []
+        for rank, i in enumerate(sorted(range(len(evidence)), key=lambda i: -evidence[i].score)):
+            mine = sorted((s for s in scored if s[1] == i and s[0] > 0), key=lambda s: -s[0])
+            best += mine[: FIRST_SOURCE_SENTENCES if rank == 0 else 1]
+        best = best[: request.max_sentences]
         if not best and scored:
-            best = [min(scored, key=lambda s: (s[1], s[2]))]
+            best = [min(scored, key=lambda s: (-evidence[s[1]].score, s[2]))]
         best.sort(key=lambda s: (s[1], s[2]))  # reading order of the context
         parts = [f"{sentence} [ref:{chunk_id}]" for _, _, _, sentence, chunk_id in best]
         text = _join(parts)

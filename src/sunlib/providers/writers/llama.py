@@ -52,8 +52,9 @@ class LlamaCppWriter(Writer):
                     usage.get("prompt_tokens", 0),
                     usage.get("completion_tokens", 0),
                 )
-            parts = []
-            for chunk in self.llm.create_chat_completion(messages=messages, stream=True, **kwargs):
+            parts: list[str] = []
+            stream: Any = self.llm.create_chat_completion(messages=messages, stream=True, **kwargs)
+            for chunk in stream:
                 delta = chunk["choices"][0].get("delta", {}).get("content")
                 if delta:
                     parts.append(delta)
