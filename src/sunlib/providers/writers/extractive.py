@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from ...config import Settings
 from ...contracts import Draft, Evidence, WriteRequest
-from ...text import is_cjk, sentence_spans
+from ...text import estimate_tokens, is_cjk, sentence_spans
 from ...text.refs import defuse_refs
 from ..registry import Writer, register_writer
 
@@ -71,7 +71,7 @@ class ExtractiveWriter(Writer):
         text = _join(parts)
         if on_token is not None and text:
             on_token(text)
-        return Draft(text=text, model=self.model, tokens_out=len(best))
+        return Draft(text=text, model=self.model, tokens_out=estimate_tokens(text))
 
 
 def _quotable(sentence: str) -> bool:
