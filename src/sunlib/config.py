@@ -78,8 +78,12 @@ class AnswerSettings(BaseModel):
 
     writer: str = "extractive"  # extractive | openai | llama-cpp
     router: Literal["auto", "rules", "llm"] = "auto"  # auto: the LLM router when the writer is an LLM
-    reranker: str = "lexical"  # none | lexical | cross-encoder
+    reranker: str = "lexical"  # none | lexical | cross-encoder | fusion
     reranker_model_dir: Path | None = None  # a cross-encoder's model.onnx + tokenizer.json
+    # The fusion reranker: a second bundled embedder whose vectors `sunlib index` stores too;
+    # its query cosine is z-score fused with the first-stage score.
+    rescore_provider: str | None = None  # e.g. "minilm" (English) or "use" (across languages)
+    rescore_weight: float = Field(0.5, ge=0.0, le=1.0)
     candidates: int = Field(30, ge=1, le=1000)  # fused hits the reranker sees
     top_k: int = Field(5, ge=1, le=50)  # evidence chunks kept after selection
     # Seed 002 phase 1: drop candidates whose rerank score (top = 1.0) is below this.

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import IndexSettings
+from .config import IndexSettings, Settings
 from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
-from .providers import Embedder
+from .providers import Embedder, create_embedder
 from .store import Space, SqliteStore, embed_text_for
 from .text import fts_tokens
 
@@ -120,6 +120,16 @@ def space_for(embedder: Embedder, settings: IndexSettings) -> Space:
     return Space(embedder.provider, embedder.model, embedder.dim, make_chunker(settings).fingerprint)
 
 
+def rescore_space(settings: Settings) -> tuple[Embedder, Space] | None:
+    """The second embedder (and its space) of the fusion reranker, when one is configured."""
+    provider = settings.answer.rescore_provider
+    if not provider:
+        return None
+    embedding = settings.embedding.model_copy(update={"provider": provider, "model": None, "dimensions": None})
+    embedder = create_embedder(embedding)
+    return embedder, space_for(embedder, settings.index)
+
+
 def embed_pending(
     store: SqliteStore,
     embedder: Embedder,
@@ -127,8 +137,11 @@ def embed_pending(
     batch_size: int,
     report: IndexReport,
     progress: Progress = _noop,
+    active: bool = True,
 ) -> IndexReport:
-    """Embed every chunk without a vector in ``space`` (cache first), committing per batch."""
+    """Embed every chunk without a vector in ``space`` (cache first), committing per batch.
+
+    ``active=False`` for a second space (vectors for rescoring): it does not become the index's space."""
     t0 = time.perf_counter()
     store.ensure_space(space)
     total, _ = store.count_pending(space)
@@ -155,5 +168,6 @@ def embed_pending(
             progress("vectors", done, total)
     report.vectors_pending = store.count_pending(space)[0]
     report.embed_seconds = time.perf_counter() - t0
-    store.set_meta("space", space.name)
+    if active:
+        store.set_meta("space", space.name)
     return report

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .config import Settings, load_settings
 from .contracts import AskResult, SearchFilters, SearchResult
 from .errors import UserError
-from .indexing import IndexReport, Progress, embed_pending, space_for, sync_text
+from .indexing import IndexReport, Progress, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
 from .retrieve import SearchEngine, SearchRequest
@@ -115,6 +115,11 @@ class Library:
             embed_pending(
                 self.store, self.embedder, self.space, self.settings.embedding.batch_size, report, progress or _quiet
             )
+            second = rescore_space(self.settings)
+            if second is not None:  # vectors for the fusion reranker, in their own space
+                embedder, space = second
+                batch = self.settings.embedding.batch_size
+                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
         else:
             report.vectors_pending = self.store.count_pending(self.space)[0]
         return report

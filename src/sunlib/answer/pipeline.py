@@ -69,6 +69,8 @@ class Asker:
         self.settings = library.settings.answer
         self.writer = writer or create_writer(library.settings)
         self.reranker = reranker if reranker is not None else create_reranker(self.settings)
+        if self.reranker is not None:
+            self.reranker.bind(library.store, library.settings)
         use_llm = self.settings.router == "llm" or (self.settings.router == "auto" and self.writer.is_llm)
         client = getattr(self.writer, "client", None)
         self.router: RuleRouter | LLMRouter = LLMRouter(client) if use_llm and client is not None else RuleRouter()

@@ -14,7 +14,21 @@ from ..contracts import AnswerFrame, AskResult, to_jsonable
 from ..errors import UserError
 from ..text.refs import REF
 from .app import app
-from .common import VAULT_HELP, make_filters, open_library, out, principals_of, print_json, require_index
+from .common import (
+    VAULT_HELP,
+    FilterOption,
+    FolderOption,
+    NoteOption,
+    SinceOption,
+    TagOption,
+    UntilOption,
+    make_filters,
+    open_library,
+    out,
+    principals_of,
+    print_json,
+    require_index,
+)
 from .explain import print_trace
 
 EXIT_REFUSED = 2
@@ -25,14 +39,12 @@ def ask(
     question: Annotated[str, typer.Argument(help="your question, in English or Chinese")],
     writer: Annotated[str | None, typer.Option(help="extractive (offline), openai or llama-cpp")] = None,
     mode: Annotated[str | None, typer.Option("--mode", "-m", help="retrieval: bm25, dense or hybrid")] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="only notes with this tag (repeat: all)")] = None,
-    folder: Annotated[
-        list[str] | None, typer.Option("--folder", "-f", help="only notes under this folder (repeat: any)")
-    ] = None,
-    note: Annotated[list[str] | None, typer.Option("--note", help="only this note id (repeat: any)")] = None,
-    filter_: Annotated[list[str] | None, typer.Option("--filter", help="metadata key=value, e.g. chapter=ch02")] = None,
-    since: Annotated[str | None, typer.Option(help="only notes modified on/after this date (ISO)")] = None,
-    until: Annotated[str | None, typer.Option(help="only notes modified on/before this date (ISO)")] = None,
+    tag: TagOption = None,
+    folder: FolderOption = None,
+    note: NoteOption = None,
+    filter_: FilterOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     as_: Annotated[list[str] | None, typer.Option("--as", help="ask as these ACL principals (besides public)")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="show the run chain: every step and its details")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the AnswerFrame and run_id as JSON")] = False,

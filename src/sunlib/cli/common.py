@@ -7,8 +7,9 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 
 from ..contracts import SearchFilters, to_jsonable
@@ -100,3 +101,14 @@ def make_filters(
 def principals_of(as_: list[str] | None) -> list[str] | None:
     """``--as ops`` means public plus ops; no option means the configured default."""
     return ["public", *as_] if as_ else None
+
+
+# Filter options shared by `search` and `ask` (see make_filters).
+TagOption = Annotated[list[str] | None, typer.Option("--tag", "-t", help="only notes with this tag (repeat: all)")]
+FolderOption = Annotated[
+    list[str] | None, typer.Option("--folder", "-f", help="only notes under this folder (repeat: any)")
+]
+NoteOption = Annotated[list[str] | None, typer.Option("--note", help="only this note id (repeat: any)")]
+FilterOption = Annotated[list[str] | None, typer.Option("--filter", help="metadata key=value, e.g. chapter=ch02")]
+SinceOption = Annotated[str | None, typer.Option(help="only notes modified on/after this date (ISO)")]
+UntilOption = Annotated[str | None, typer.Option(help="only notes modified on/before this date (ISO)")]

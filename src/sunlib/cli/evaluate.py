@@ -37,6 +37,13 @@ def retrieval(
     chunker: Annotated[str | None, typer.Option(help="structure or fixed")] = None,
     threads: Annotated[int | None, typer.Option(help="model threads")] = None,
     limit_queries: Annotated[int | None, typer.Option(help="evaluate only the first N judged queries")] = None,
+    rerank: Annotated[
+        str | None, typer.Option(help="rerank the fused hits first: lexical, fusion or cross-encoder")
+    ] = None,
+    rescore_provider: Annotated[
+        str | None, typer.Option(help="second embedder of the fusion reranker (minilm, use)")
+    ] = None,
+    rescore_weight: Annotated[float | None, typer.Option(help="weight of the second cosine in fusion")] = None,
     report: Annotated[Path | None, typer.Option(help="write the full report (settings, per-query) here")] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object with the metrics")] = False,
@@ -47,6 +54,7 @@ def retrieval(
         embedding={"provider": provider, "threads": threads},
         index={"chunker": chunker},
         search={"fusion": fusion, "bm25_weight": bm25_weight, "dense_weight": dense_weight},
+        answer={"rescore_provider": rescore_provider, "rescore_weight": rescore_weight},
     )
     data = load_beir(dataset, split)
     with ProgressBars(enabled=not as_json) as bars:
@@ -57,6 +65,7 @@ def retrieval(
             progress=bars,
             on_query=lambda n, t: bars("queries", n, t),
             limit_queries=limit_queries,
+            rerank=rerank,
         )
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +84,10 @@ def retrieval(
     out.print(f"{info['dataset']} [{info['split']}] mode={mode} queries={info['queries']} docs={info['documents']}")
     if info.get("embedding"):
         out.print(f"embedding {info['embedding']}" + (f"  fusion {info['fusion']}" if info.get("fusion") else ""))
+    if info.get("rerank"):
+        out.print(
+            f"rerank {info['rerank']}" + (f" with {info['rescore_provider']}" if info.get("rescore_provider") else "")
+        )
     for key in METRIC_KEYS:
         out.print(f"  {key:<15} {result.metrics[key]}")
     if report is not None:

@@ -11,7 +11,21 @@ from rich.markup import escape
 from ..config import merge
 from ..contracts import SearchResult
 from .app import app
-from .common import VAULT_HELP, make_filters, open_library, out, principals_of, print_json, require_index
+from .common import (
+    VAULT_HELP,
+    FilterOption,
+    FolderOption,
+    NoteOption,
+    SinceOption,
+    TagOption,
+    UntilOption,
+    make_filters,
+    open_library,
+    out,
+    principals_of,
+    print_json,
+    require_index,
+)
 from .explain import print_trace
 
 
@@ -21,14 +35,12 @@ def search(
     mode: Annotated[
         str | None, typer.Option("--mode", "-m", help="bm25, dense or hybrid (default from config)")
     ] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="only notes with this tag (repeat: all)")] = None,
-    folder: Annotated[
-        list[str] | None, typer.Option("--folder", "-f", help="only notes under this folder (repeat: any)")
-    ] = None,
-    note: Annotated[list[str] | None, typer.Option("--note", help="only this note id (repeat: any)")] = None,
-    filter_: Annotated[list[str] | None, typer.Option("--filter", help="metadata key=value, e.g. chapter=ch02")] = None,
-    since: Annotated[str | None, typer.Option(help="only notes modified on/after this date (ISO)")] = None,
-    until: Annotated[str | None, typer.Option(help="only notes modified on/before this date (ISO)")] = None,
+    tag: TagOption = None,
+    folder: FolderOption = None,
+    note: NoteOption = None,
+    filter_: FilterOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     as_: Annotated[
         list[str] | None, typer.Option("--as", help="search as these ACL principals (default: public)")
     ] = None,

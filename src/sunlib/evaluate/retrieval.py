@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..answer.relevance import term_weights
 from ..config import Settings
 from ..errors import UserError
 from ..indexing import Progress
 from ..ingest.chunkers import make_chunker
 from ..ingest.ids import sha256_hex
 from ..library import Library, sunlib_home
+from ..providers import create_reranker
 from .beir import BeirDataset
 from .metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
 
@@ -70,15 +72,23 @@ def evaluate_retrieval(
     progress: Progress | None = None,
     on_query: Callable[[int, int], None] | None = None,
     limit_queries: int | None = None,
+    rerank: str | None = None,
 ) -> RetrievalReport:
+    """Metrics for one mode; with ``rerank`` (lexical, fusion, cross-encoder) the fused hits are
+    reranked as ``sunlib ask`` does before documents are ranked ("hybrid+rerank")."""
     if mode not in ("bm25", "dense", "hybrid"):
         raise UserError(f"unknown mode {mode!r}; choose one of: bm25, dense, hybrid")
     root = eval_cache_dir(dataset, settings)
     mapping = materialize(dataset, root)
     settings = settings.model_copy(update={"index_dir": root / "index"})
+    if rerank:
+        settings = settings.model_copy(update={"answer": settings.answer.model_copy(update={"reranker": rerank})})
     lib = Library(root / "vault", settings)
     try:
-        report = lib.index(embed=mode != "bm25", progress=progress)
+        report = lib.index(embed=mode != "bm25" or bool(rerank), progress=progress)
+        reranker = create_reranker(settings.answer) if rerank else None
+        if reranker is not None:
+            reranker.bind(lib.store, settings)
         qids = sorted(dataset.qrels)[:limit_queries] if limit_queries else sorted(dataset.qrels)
         per_query: dict[str, dict[str, Any]] = {}
         latencies: list[float] = []
@@ -88,9 +98,11 @@ def evaluate_retrieval(
             ranked: list[str] = []
             if text.strip():  # an empty query (they exist in real sets) retrieves nothing and scores 0
                 t0 = time.perf_counter()
-                result = lib.search(text, mode=mode, limit=CHUNK_POOL)
+                hits = list(lib.search(text, mode=mode, limit=CHUNK_POOL).hits)
+                if reranker is not None:
+                    hits = [r.hit for r in reranker.rerank(text, hits, term_weights(lib.store, text))]
                 latencies.append((time.perf_counter() - t0) * 1000.0)
-                ranked = list(dict.fromkeys(mapping[h.path] for h in result.hits))[:DOC_POOL]
+                ranked = list(dict.fromkeys(mapping[h.path] for h in hits))[:DOC_POOL]
             else:
                 empty += 1
             qrels = dataset.qrels[qid]
@@ -121,6 +133,8 @@ def evaluate_retrieval(
             "chunker": make_chunker(settings.index).fingerprint,
             "embedding": lib.space.name if mode != "bm25" else None,
             "fusion": settings.search.fusion if mode == "hybrid" else None,
+            "rerank": rerank,
+            "rescore_provider": settings.answer.rescore_provider if rerank == "fusion" else None,
             "weights": {"bm25": settings.search.bm25_weight, "dense": settings.search.dense_weight},
             "vectors_embedded": report.vectors_embedded,
             "index_cache": str(root),

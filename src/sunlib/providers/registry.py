@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -60,6 +60,10 @@ class Reranker(ABC):
 
     name: str
 
+    def bind(self, store: Any, settings: Settings) -> None:  # noqa: B027 - optional hook
+        """Called once by the pipeline with the index (a SqliteStore) and the settings.
+        Rerankers that read stored vectors keep them; the others need nothing."""
+
     @abstractmethod
     def rerank(self, question: str, hits: Sequence[Hit], term_weights: TermWeights) -> list[Ranked]: ...
 
@@ -87,6 +91,7 @@ _BUILTIN_MODULES = (
     "embedders.http",
     "rerankers.lexical",
     "rerankers.cross_encoder",
+    "rerankers.fusion",
     "writers.extractive",
     "writers.openai",
     "writers.llama",

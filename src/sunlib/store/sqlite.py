@@ -353,45 +353,21 @@ class SqliteStore:
     def list_runs(self, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[dict[str, Any]]:
         """Runs the principals may read (every principal the run was asked as is among them), newest first."""
         rows = self.conn.execute(
-            "SELECT run_id, kind, created_at, principals, question, refused, total_ms FROM runs r"
-            " WHERE NOT EXISTS (SELECT 1 FROM json_each(r.principals) p WHERE p.value NOT IN"
-            " (SELECT value FROM json_each(?))) ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?",
+            f"SELECT {_RUN_COLUMNS} FROM runs r WHERE {_RUN_READABLE}"
+            " ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?",
             (json.dumps(list(principals)), limit, offset),
         )
-        return [
-            {
-                "run_id": r[0],
-                "kind": r[1],
-                "created_at": r[2],
-                "principals": json.loads(r[3]),
-                "question": r[4],
-                "refused": bool(r[5]),
-                "total_ms": r[6],
-            }
-            for r in rows
-        ]
+        return [_run(r) for r in rows]
 
     def get_run(self, run_id: str, principals: Sequence[str]) -> dict[str, Any] | None:
         """One run with its frame and trace, or None when it does not exist or the principals may not read it."""
         row = self.conn.execute(
-            "SELECT run_id, kind, created_at, principals, question, refused, total_ms, frame, trace FROM runs r"
-            " WHERE run_id = ? AND NOT EXISTS (SELECT 1 FROM json_each(r.principals) p WHERE p.value NOT IN"
-            " (SELECT value FROM json_each(?)))",
-            (run_id, json.dumps(list(principals))),
+            f"SELECT {_RUN_COLUMNS}, frame, trace FROM runs r WHERE {_RUN_READABLE} AND run_id = ?",
+            (json.dumps(list(principals)), run_id),
         ).fetchone()
         if row is None:
             return None
-        return {
-            "run_id": row[0],
-            "kind": row[1],
-            "created_at": row[2],
-            "principals": json.loads(row[3]),
-            "question": row[4],
-            "refused": bool(row[5]),
-            "total_ms": row[6],
-            "frame": json.loads(row[7]),
-            "trace": json.loads(row[8]),
-        }
+        return {**_run(row), "frame": json.loads(row[7]), "trace": json.loads(row[8])}
 
     # -- visibility ------------------------------------------------------------------------
 
@@ -575,6 +551,19 @@ class SqliteStore:
         matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), space.dim)
         return rowids, matrix
 
+    def vectors_for(self, space: Space, rowids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Stored vectors of some chunks in a space (chunks without one are left out)."""
+        if not rowids or not self.has_space(space):
+            return {}
+        out: dict[int, np.ndarray] = {}
+        for batch in _batches(list(rowids), 500):
+            marks = ",".join("?" * len(batch))
+            for rowid, blob in self.conn.execute(
+                f"SELECT rowid, embedding FROM {space.vec_table} WHERE rowid IN ({marks})", batch
+            ):
+                out[int(rowid)] = np.frombuffer(bytes(blob), dtype=np.float32)
+        return out
+
     def visible_rowids(self, principals: Sequence[str], filters: SearchFilters) -> np.ndarray:
         visible, params = self.visible_sql(principals, filters)
         return np.fromiter((int(r[0]) for r in self.conn.execute(visible, params)), dtype=np.int64)
@@ -607,6 +596,25 @@ class SqliteStore:
     def integrity_check(self) -> str:
         row = self.conn.execute("PRAGMA quick_check").fetchone()
         return str(row[0]) if row else "unknown"
+
+
+_RUN_COLUMNS = "run_id, kind, created_at, principals, question, refused, total_ms"
+# A run is readable by principals that hold every principal it was asked as (param: JSON array).
+_RUN_READABLE = (
+    "NOT EXISTS (SELECT 1 FROM json_each(r.principals) p WHERE p.value NOT IN (SELECT value FROM json_each(?)))"
+)
+
+
+def _run(r: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "run_id": r[0],
+        "kind": r[1],
+        "created_at": r[2],
+        "principals": json.loads(r[3]),
+        "question": r[4],
+        "refused": bool(r[5]),
+        "total_ms": r[6],
+    }
 
 
 def bm25_sql(visible_table: str) -> str:
