@@ -127,6 +127,19 @@ class LLMSettings(BaseModel):
     n_ctx: int = Field(4096, ge=512)
 
 
+class ServerSettings(BaseModel):
+    """`sunlib serve`. With no tokens the server answers on loopback only, as the default principals."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=1, le=65535)
+    # bearer token -> extra principals (besides "public"); put tokens in the environment
+    # (SUNLIB_SERVER__TOKENS='{"...": ["team"]}') or a config file only you can read
+    tokens: dict[str, list[str]] = Field(default_factory=dict)
+    cors_origins: list[str] = Field(default_factory=list)  # closed by default
+    max_body_bytes: int = Field(2_000_000, ge=1024)
+    dense_engine_numpy: bool = True  # a long-running server keeps vectors in memory (fast KNN)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SUNLIB_", env_nested_delimiter="__", extra="forbid")
 
@@ -136,6 +149,7 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @classmethod
     def settings_customise_sources(

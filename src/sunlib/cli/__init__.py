@@ -6,7 +6,7 @@ import os
 import sys
 
 from ..errors import SunlibError
-from . import admin, ask, evaluate, index, search  # noqa: F401 - registers the verbs
+from . import admin, ask, evaluate, index, search, serve  # noqa: F401 - registers the verbs
 from .app import app
 
 EXIT_ERROR = 1

@@ -1,0 +1,49 @@
+"""``sunlib serve``: the HTTP API and the web UI on one vault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config import merge
+from ..errors import UserError
+from ..server.auth import is_loopback_host
+from .app import app
+from .common import VAULT_HELP, err, open_library, remember_vault
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="address to bind (default 127.0.0.1)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (default 8765)")] = None,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+    index_first: Annotated[bool, typer.Option("--index/--no-index", help="bring the index up to date first")] = True,
+) -> None:
+    """Serve the REST + SSE API (OpenAPI at /docs) and the web UI. Without tokens: loopback only."""
+    import uvicorn
+
+    from ..server import create_app
+
+    lib = open_library(vault, config)
+    s = lib.settings.server
+    lib.settings = merge(
+        lib.settings,
+        server={"host": host, "port": port},
+        search={"dense_engine": "numpy" if s.dense_engine_numpy else None},
+    )
+    s = lib.settings.server
+    if not s.tokens and not is_loopback_host(s.host):
+        raise UserError(
+            f"refusing to bind {s.host} without auth: set [server] tokens (bearer token -> principals) "
+            "or bind 127.0.0.1"
+        )
+    if index_first:
+        err.print(f"indexing {lib.vault} ...")
+        lib.index()
+    remember_vault(lib.vault)
+    url = f"http://{'127.0.0.1' if s.host in ('0.0.0.0', '::') else s.host}:{s.port}/"
+    err.print(f"sunlib serving {lib.vault} at {url}  (API docs: {url}docs; Ctrl-C to stop)")
+    uvicorn.run(create_app(lib), host=s.host, port=s.port, log_level="warning")

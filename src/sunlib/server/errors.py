@@ -1,0 +1,64 @@
+"""Every error is JSON ``{error, message}`` with a fitting status; never a traceback."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import ConfigError, DatasetError, IndexError_, MissingCredentials, ProviderError, SunlibError, UserError
+
+log = logging.getLogger("sunlib.server")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, error: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.error, self.message = status, error, message
+
+
+def status_of(exc: SunlibError) -> int:
+    if isinstance(exc, ConfigError | DatasetError | UserError):
+        return 400
+    if isinstance(exc, MissingCredentials):
+        return 503
+    if isinstance(exc, ProviderError):
+        return 502
+    if isinstance(exc, IndexError_):
+        return 503
+    return 500
+
+
+def body(error: str, message: str) -> dict[str, str]:
+    return {"error": error, "message": message}
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(body(exc.error, exc.message), status_code=exc.status)
+
+    @app.exception_handler(SunlibError)
+    async def _sunlib(request: Request, exc: SunlibError) -> JSONResponse:
+        return JSONResponse(body(exc.code, str(exc)), status_code=status_of(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        return JSONResponse(body("invalid_request", f"{where}: {first.get('msg', 'invalid')}"), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        names = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+        return JSONResponse(
+            body(names.get(exc.status_code, "http_error"), str(exc.detail)), status_code=exc.status_code
+        )
+
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error on %s", request.url.path)
+        return JSONResponse(body("internal_error", f"internal error ({type(exc).__name__})"), status_code=500)

@@ -1,0 +1,134 @@
+"""/api/index (status, rebuild jobs) and /api/benchmarks/rag/runs (QA evaluation in the background)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from sse_starlette.sse import EventSourceResponse
+
+from ..evaluate.qa import load_qa, run_case, summarize
+from ..library import Library
+from .auth import principals_for
+from .errors import ApiError
+from .jobs import Job
+from .schemas import RagRunBody
+
+router = APIRouter(prefix="/api", tags=["index and benchmarks"])
+
+
+def _readable(job: Job | None, principals: tuple[str, ...], kind: str) -> Job:
+    if job is None or job.kind != kind or not set(job.principals) <= set(principals):
+        raise ApiError(404, "not_found", "no such job")
+    return job
+
+
+def _worker_library(request: Request) -> Library:
+    """A second connection for background work, so requests keep being served."""
+    state = request.app.state.sunlib
+    return Library(state.library.vault, state.settings)
+
+
+@router.get("/index/status")
+def index_status(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    state = request.app.state.sunlib
+    with state.lock:
+        status = state.library.status()
+    return {**status, "jobs": [j.view() for j in state.jobs.recent("rebuild")]}
+
+
+@router.post("/index/rebuild", status_code=202)
+def rebuild(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    """Bring the index up to date with the vault (text, then vectors) as a background job."""
+    state = request.app.state.sunlib
+    lib = _worker_library(request)
+
+    def work(job: Job) -> dict[str, Any]:
+        with lib:
+            report = lib.index(progress=lambda phase, done, total: state.jobs.progress(job, phase, done, total))
+            return report.as_dict()
+
+    job = state.jobs.start("rebuild", principals, work)
+    return {**job.view(), "url": f"/api/index/jobs/{job.job_id}"}
+
+
+@router.get("/index/jobs/{job_id}")
+def index_job(job_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    job = _readable(request.app.state.sunlib.jobs.get(job_id), principals, "rebuild")
+    return {**job.view(), "result": job.result}
+
+
+def _qa_path(name: str) -> Path:
+    if name == "sample_vault":
+        return Path(str(resources.files("sunlib") / "qa" / "sample_vault.jsonl"))
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise ApiError(400, "bad_request", f"unknown QA set {name!r}: use 'sample_vault' or a JSONL path")
+    return path
+
+
+@router.post("/benchmarks/rag/runs", status_code=202)
+def start_rag_run(
+    body: RagRunBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+) -> JSONResponse:
+    """Queue `eval rag` on a QA set; progress streams from .../events; the report has every case
+    and total_cases / successful_cases / failed_cases / failure_rate."""
+    state = request.app.state.sunlib
+    cases = load_qa(_qa_path(body.qa_set))[: body.limit]
+    lib = _worker_library(request)
+
+    def work(job: Job) -> dict[str, Any]:
+        rows, failed = [], []
+        with lib:
+            for i, case in enumerate(cases, 1):
+                try:
+                    rows.append(run_case(lib, case, principals))
+                except Exception as exc:  # one bad case does not end the run
+                    failed.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"})
+                state.jobs.progress(job, "questions", i, len(cases))
+        return {
+            "total_cases": len(cases),
+            "successful_cases": len(rows),
+            "failed_cases": len(failed),
+            "failure_rate": round(len(failed) / len(cases), 4) if cases else 0.0,
+            "metrics": summarize(rows) if rows else {},
+            "cases": rows + failed,
+        }
+
+    job = state.jobs.start("rag_benchmark", principals, work, prefix="bench")
+    view = {**job.view(), "run_id": job.job_id, "events": f"/api/benchmarks/rag/runs/{job.job_id}/events"}
+    return JSONResponse(view, status_code=202)
+
+
+@router.get("/benchmarks/rag/runs/{run_id}")
+def rag_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    job = _readable(request.app.state.sunlib.jobs.get(run_id), principals, "rag_benchmark")
+    return {**job.view(), "run_id": job.job_id, "report": job.result}
+
+
+@router.get("/benchmarks/rag/runs/{run_id}/events")
+async def rag_run_events(
+    run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+) -> EventSourceResponse:
+    """SSE: queued, running, progress..., then done (with the report) or failed."""
+    job = _readable(request.app.state.sunlib.jobs.get(run_id), principals, "rag_benchmark")
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        sent = 0
+        while True:
+            while sent < len(job.events):
+                event = job.events[sent]
+                sent += 1
+                data = {**event, "report": job.result} if event["event"] == "done" else event
+                yield {"event": event["event"], "data": json.dumps(data, ensure_ascii=False)}
+                if event["event"] in ("done", "failed"):
+                    return
+            await asyncio.sleep(0.1)
+
+    return EventSourceResponse(events())

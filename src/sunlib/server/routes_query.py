@@ -1,0 +1,167 @@
+"""/api/search, /api/ask and its SSE stream /api/ask/stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sse_starlette.sse import EventSourceResponse
+
+from ..contracts import AskResult, StepTrace, to_jsonable
+from ..errors import SunlibError
+from .auth import principals_for
+from .errors import body
+from .schemas import AskBody, SearchBody
+
+router = APIRouter(prefix="/api", tags=["search and ask"])
+
+
+class RunCancelled(Exception):
+    """The client went away: stop the run at the next step or token."""
+
+
+@router.post("/search")
+def search(req: SearchBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    """Hybrid, BM25 or dense search with filters; every result has a snippet and a citation."""
+    state = request.app.state.sunlib
+    with state.lock:
+        result = state.library.search(
+            req.query, req.mode, req.filters.contract(), principals, limit=req.limit, offset=req.offset
+        )
+    return {
+        "query": result.query,
+        "mode": result.mode,
+        "total_candidates": result.total_candidates,
+        "warnings": list(result.warnings),
+        "results": [
+            {
+                "chunk_id": h.chunk_id,
+                "note_id": h.note_id,
+                "path": h.path,
+                "title": h.title,
+                "heading_path": list(h.heading_path),
+                "score": round(h.score, 6),
+                "snippet": h.snippet,
+                "highlights": [list(x) for x in h.highlights],
+                "citation": to_jsonable(h.citation),
+                "routes": to_jsonable(h.routes),
+            }
+            for h in result.hits
+        ],
+        "run_id": result.trace.run_id,
+        "trace": to_jsonable(result.trace),
+    }
+
+
+def frame_json(result: AskResult) -> dict[str, Any]:
+    return {**to_jsonable(result.frame), "run_id": result.run_id}
+
+
+@router.post("/ask")
+def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    """The AnswerFrame (cited answer or refusal with its reason), its run_id and the run chain."""
+    state = request.app.state.sunlib
+    with state.lock:
+        result = state.library.ask(req.question, req.filters.contract(), principals)
+    return {**frame_json(result), "trace": to_jsonable(result.trace)}
+
+
+def step_event(step: StepTrace) -> dict[str, Any]:
+    return dict(to_jsonable(step))
+
+
+@router.post("/ask/stream")
+async def ask_stream(
+    req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+) -> EventSourceResponse:
+    """Server-sent events, in order: ``step`` per pipeline step as it completes, ``context_built``
+    after the context, ``token`` deltas while the writer writes, ``citations``, then ``finish``
+    (confidence, refused, refusal_reason, run_id). On failure: ``error``. A client that
+    disconnects stops the run."""
+    state = request.app.state.sunlib
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+    cancelled = threading.Event()
+
+    def emit(event: str | None, data: Any = None) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, None if event is None else (event, data))
+
+    def listener(step: StepTrace) -> None:
+        if cancelled.is_set():
+            raise RunCancelled
+        emit("step", step_event(step))
+        if step.name == "Context Builder" and step.status == "ok":
+            d = step.details
+            emit(
+                "context_built",
+                {
+                    "chunks": [s["chunk_id"] for s in d.get("sources", [])],
+                    "sources": d.get("sources", []),
+                    "chars": d.get("chars"),
+                    "token_estimate": d.get("token_estimate"),
+                    "score_stats": d.get("score_stats"),
+                },
+            )
+
+    def on_token(delta: str) -> None:
+        if cancelled.is_set():
+            raise RunCancelled
+        emit("token", {"delta": delta})
+
+    def work() -> None:
+        try:
+            with state.lock:
+                result = state.library.ask(
+                    req.question, req.filters.contract(), principals, listener=listener, on_token=on_token
+                )
+            frame = result.frame
+            emit(
+                "citations",
+                {
+                    "citations": to_jsonable(frame.citations),
+                    "sources": to_jsonable(frame.sources),
+                    "sentences": to_jsonable(frame.sentences),
+                    "evidence": to_jsonable(frame.evidence),
+                },
+            )
+            emit(
+                "finish",
+                {
+                    "answer": frame.answer,
+                    "route": frame.route,
+                    "confidence": frame.confidence,
+                    "confidence_level": frame.confidence_level,
+                    "refused": frame.refused,
+                    "refusal_reason": frame.refusal_reason,
+                    "unsupported": frame.unsupported,
+                    "run_id": result.run_id,
+                    "total_ms": result.trace.total_ms,
+                },
+            )
+        except RunCancelled:
+            pass
+        except SunlibError as exc:
+            emit("error", body(exc.code, str(exc)))
+        except Exception as exc:  # never a traceback to the client
+            emit("error", body("internal_error", f"internal error ({type(exc).__name__})"))
+        finally:
+            emit(None)
+
+    loop.run_in_executor(None, work)
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                event, data = item
+                yield {"event": event, "data": json.dumps(data, ensure_ascii=False)}
+        finally:
+            cancelled.set()
+
+    return EventSourceResponse(events())

@@ -1,0 +1,35 @@
+"""/api/runs: saved runs, readable only by principals holding every principal the run was asked as."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from .auth import principals_for
+from .errors import ApiError
+
+router = APIRouter(prefix="/api/runs", tags=["runs"])
+
+
+@router.get("")
+def list_runs(
+    request: Request,
+    limit: int = Query(20, ge=1, le=200),
+    offset: int = Query(0, ge=0),
+    principals: tuple[str, ...] = Depends(principals_for),
+) -> dict[str, Any]:
+    state = request.app.state.sunlib
+    with state.lock:
+        runs = state.library.store.list_runs(principals, limit, offset)
+    return {"runs": runs, "limit": limit, "offset": offset}
+
+
+@router.get("/{run_id}")
+def get_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    state = request.app.state.sunlib
+    with state.lock:
+        run = state.library.store.get_run(run_id, principals)
+    if run is None:  # missing and not yours look the same
+        raise ApiError(404, "not_found", f"no run {run_id!r}")
+    return run
