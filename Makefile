@@ -1,4 +1,4 @@
-# Two entry points: `make demo` (index the bundled sample vault, search it, ask it)
+# Two entry points: `make demo` (index the bundled sample vault, search and ask it, then serve the web UI)
 # and `make test` (lint, type check, the whole suite). Both create .venv first.
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_HOME := $(CURDIR)/.demo
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo test lint typecheck unit bench llama test-llama clean
+.PHONY: install demo test lint typecheck unit browser bench llama test-llama clean
 
 $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -27,6 +27,8 @@ demo: install
 	SUNLIB_HOME=$(DEMO_HOME) SUNLIB_INDEX_DIR=$(DEMO_HOME)/index $(SUNLIB) ask "空的 ACL 是公开的吗？"
 	# an on-topic question the notes do not answer: refused with its reason (exit status 2)
 	SUNLIB_HOME=$(DEMO_HOME) SUNLIB_INDEX_DIR=$(DEMO_HOME)/index $(SUNLIB) ask "Which port does the sunlib web server listen on?" || [ $$? -eq 2 ]
+	# the web UI and the API (OpenAPI at /docs) on http://127.0.0.1:8765/ until Ctrl-C
+	SUNLIB_HOME=$(DEMO_HOME) SUNLIB_INDEX_DIR=$(DEMO_HOME)/index $(SUNLIB) serve --vault src/sunlib/sample_vault
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -35,8 +37,14 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-unit: install
+unit: install browser
 	$(PY) -m pytest
+
+# The browser test drives Debian's chromium (never a downloaded browser); install it when missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else echo "chromium is not installed and this is not root: the browser test will be skipped"; fi; }
 
 test: lint typecheck unit
 

@@ -15,13 +15,15 @@ is never embedded twice, even when its note changed around it.
 from __future__ import annotations
 
 import dataclasses
+import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import IndexSettings, Settings
 from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
+from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS
 from .providers import Embedder, create_embedder
 from .store import Space, SqliteStore, embed_text_for
 from .text import fts_tokens
@@ -171,3 +173,78 @@ def embed_pending(
     if active:
         store.set_meta("space", space.name)
     return report
+
+
+def sync_paths(store: SqliteStore, vault: Path, settings: IndexSettings, paths: Iterable[str]) -> IndexReport:
+    """Phase 1 for some vault-relative paths only (the notes API's writes): no walk of the vault.
+
+    sync_text's rules, applied to the listed paths: a path whose file is gone (or is not a
+    note by walk_vault's rules) leaves the index; a new file whose content hash equals that of
+    a listed path that is gone keeps that note's id (a move: list both paths); a new note whose
+    path id is taken gets the fallback id. One difference: a changed note keeps the note_id it
+    is indexed under, so a note that was moved and then edited stays the same note. Everything
+    is one transaction, so other connections see the whole update or none of it.
+    ``text_indexed_at`` is left alone: it dates the last full sync.
+    """
+    t0 = time.perf_counter()
+    report = IndexReport()
+    chunker = make_chunker(settings)
+    wanted = list(dict.fromkeys(paths))
+    states = store.note_states_of(wanted)
+    found = [vf for vf in (_vault_file(vault, rel) for rel in wanted) if vf is not None]
+    present = {vf.rel_path for vf in found}
+    gone = {path: st for path, st in states.items() if path not in present}
+    gone_by_hash = {st.content_hash: st for st in gone.values()}
+    with store.transaction():
+        for vf in found:
+            try:
+                digest = file_hash(vf)
+            except NoteError as exc:
+                report.failed.append((vf.rel_path, str(exc)))
+                continue
+            previous = states.get(vf.rel_path)
+            if previous is not None and previous.content_hash == digest and previous.chunker == chunker.fingerprint:
+                report.unchanged += 1
+                continue
+            try:
+                note, parsed = load_note(vf, settings.default_acl)
+            except NoteError as exc:
+                report.failed.append((vf.rel_path, str(exc)))  # an older indexed version stays
+                continue
+            moved_from = gone_by_hash.pop(digest, None) if previous is None else None
+            if moved_from is not None:
+                note = dataclasses.replace(note, note_id=moved_from.note_id)
+                gone.pop(moved_from.path, None)
+                report.moved.append((moved_from.path, vf.rel_path))
+            elif previous is None:
+                if store.note_by_id(note.note_id) is not None:  # a note moved away from here kept the id
+                    note = dataclasses.replace(note, note_id=note_id_for(f"{vf.rel_path}\x1f{digest}"))
+                report.added.append(vf.rel_path)
+            else:
+                note = dataclasses.replace(note, note_id=previous.note_id)
+                report.changed.append(vf.rel_path)
+            chunks = chunker.chunk(note, parsed)
+            tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]
+            store.upsert_note(note, chunks, tokens, chunker.fingerprint)
+            report.chunks_written += len(chunks)
+        for path in sorted(gone):
+            if store.delete_note(path):
+                report.deleted.append(path)
+    report.text_seconds = time.perf_counter() - t0
+    return report
+
+
+def _vault_file(vault: Path, rel: str) -> VaultFile | None:
+    """The VaultFile walk_vault would list for ``rel``, or None when it would list none."""
+    parts = rel.split("/")
+    if any(p.startswith(".") or p in SKIP_DIRS for p in parts) or not parts[-1].lower().endswith(".md"):
+        return None
+    path = vault / rel
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    sidecar = path.with_name(path.name[:-3] + SIDECAR_SUFFIX)
+    return VaultFile(rel, path, sidecar if sidecar.is_file() else None, st.st_mtime, st.st_size)

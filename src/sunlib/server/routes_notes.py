@@ -1,7 +1,370 @@
-"""/api/notes: list, read, create, update, delete and move notes (written by the notes helper)."""
+"""/api/notes: list, read, create, update, delete and move the vault's Markdown notes.
+
+Who may do what (principals come from ``principals_for``: a bearer token's, or the
+loopback default when the server has no tokens):
+
+- **List and read**: only notes visible to the caller, by the rule search uses: one of the
+  note's ACL principals is among the caller's (an empty ACL is visible to nobody). A note
+  that exists but is not visible answers 404 exactly like an unknown id.
+- **Create**: any caller the server lets in.
+- **Update, delete, move**: only callers who can see the note (read access is write
+  access); anyone else gets the same 404 as for an unknown id.
+- The ACL lives in the note itself (frontmatter ``acl:`` or the sidecar), so a writer can
+  change it with the text: a note can be created or edited so that its writer no longer
+  sees it. The write's response still shows what was written; later reads answer 404.
+- A 409 on create or move says that a path is taken, also by a note the caller cannot see
+  (it tells a path exists, never what is in it).
+- Before a read or a write of an existing note, its file is compared with the index (hash
+  of the note and its sidecar); when it changed outside the API the path is re-indexed
+  first, so the ACL checked is the file's current one and a read never returns text the
+  index has not vetted. A file that cannot be indexed (broken frontmatter) keeps its last
+  indexed ACL; a read then returns ``content: null`` and ``in_sync: false``, and a move is
+  refused (409) until the file is fixed or replaced with PATCH.
+
+Consistency: every write holds the server's state lock from the ACL check through the file
+write to the index sync of the affected paths (``indexing.sync_paths``), so full-text
+search and metadata match the file when the response leaves, and concurrent writes to one
+note are applied one after the other (the file is always one whole version). Vectors follow
+in a background job (kind ``embed``, named by ``vectors_job`` in the response; null when
+nothing needs embedding or ``index.embed`` is off) on a second Library, created once per app
+so that its embedder loads once; those jobs take turns. A move keeps ``note_id``; so does an
+update, also of a note that was moved before.
+
+Paths and atomic writes: see ``sunlib.notes_io`` (400 ``bad_path``, 409 ``conflict``). The
+new text is checked the way the indexer will read it (frontmatter, ACL type, NUL bytes)
+before it replaces anything: 422 ``invalid_note``. ``content`` in responses is the file's
+text as chunk offsets count it (BOM dropped, CRLF as LF); chunk ``start``/``end`` are UTF-16
+code units into it, lines 1-based and inclusive.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Annotated, Any
 
-router = APIRouter(prefix="/api/notes", tags=["notes"])
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from .. import notes_io
+from ..config import Settings
+from ..indexing import IndexReport, Progress, embed_pending, rescore_space, sync_paths
+from ..ingest import NoteError, VaultFile, load_note
+from ..library import Library
+from ..providers import Embedder
+from ..store import Space, SqliteStore
+from .app import ServerState
+from .auth import principals_for
+from .errors import ApiError
+from .jobs import Job
+
+MAX_NOTE_BYTES = 1_000_000  # UTF-8 bytes of a note's text
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    close_worker(app)
+
+
+router = APIRouter(prefix="/api/notes", tags=["notes"], lifespan=_lifespan)
+
+
+# -- request bodies --------------------------------------------------------------------------
+
+
+def _small(text: str) -> str:
+    if len(text.encode("utf-8")) > MAX_NOTE_BYTES:
+        raise ValueError(f"a note may hold at most {MAX_NOTE_BYTES} bytes of UTF-8 text")
+    return text
+
+
+NoteText = Annotated[str, Field(max_length=MAX_NOTE_BYTES), AfterValidator(_small)]
+
+
+class NoteCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(max_length=notes_io.MAX_PATH_CHARS, description="vault-relative, '/'-separated, ends with .md")
+    content: NoteText
+
+
+class NoteUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: NoteText
+
+
+class NoteMove(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    new_path: str = Field(max_length=notes_io.MAX_PATH_CHARS)
+
+
+# -- the vectors worker ----------------------------------------------------------------------
+
+
+class _Worker:
+    """A second Library for the vectors jobs of one app (its own SQLite connection, its
+    embedders loaded once). Jobs take turns on ``lock``."""
+
+    def __init__(self, library: Library) -> None:
+        self.library = library
+        self.lock = threading.Lock()
+        self._rescore: tuple[Embedder, Space] | bool | None = False
+
+    def embed(self, progress: Progress) -> IndexReport:
+        """Embed every chunk without a vector, as `sunlib index` does after the text phase."""
+        lib, report = self.library, IndexReport()
+        batch = lib.settings.embedding.batch_size
+        embed_pending(lib.store, lib.embedder, lib.space, batch, report, progress)
+        if self._rescore is False:
+            self._rescore = rescore_space(lib.settings)
+        if isinstance(self._rescore, tuple):  # vectors for the fusion reranker, in their own space
+            embedder, space = self._rescore
+            embed_pending(lib.store, embedder, space, batch, report, progress, active=False)
+        return report
+
+
+_WORKERS = threading.Lock()
+
+
+def _worker(app: FastAPI) -> _Worker:
+    with _WORKERS:
+        worker: _Worker | None = getattr(app.state, "notes_worker", None)
+        if worker is None:
+            state: ServerState = app.state.sunlib
+            worker = _Worker(Library(state.library.vault, state.settings))
+            app.state.notes_worker = worker
+        return worker
+
+
+def close_worker(app: FastAPI, timeout: float = 30.0) -> None:
+    """Close the vectors worker's connection once its job (if any) is done (app shutdown)."""
+    with _WORKERS:
+        worker: _Worker | None = getattr(app.state, "notes_worker", None)
+        app.state.notes_worker = None
+    if worker is not None and worker.lock.acquire(timeout=timeout):
+        try:
+            worker.library.close()
+        finally:
+            worker.lock.release()
+
+
+def _start_vectors(request: Request, principals: tuple[str, ...], report: IndexReport) -> str | None:
+    state: ServerState = request.app.state.sunlib
+    if not state.settings.index.embed or not (report.added or report.changed or report.moved):
+        return None
+    worker = _worker(request.app)
+
+    def work(job: Job) -> dict[str, object]:
+        with worker.lock:
+            report = worker.embed(lambda phase, done, total: state.jobs.progress(job, phase, done, total))
+        return report.as_dict()
+
+    return state.jobs.start("embed", principals, work, prefix="embed").job_id
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def _vault_errors() -> Iterator[None]:
+    try:
+        yield
+    except notes_io.BadPath as exc:
+        raise ApiError(400, "bad_path", str(exc)) from None
+    except notes_io.Conflict as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+
+
+def _checked(path: str) -> str:
+    with _vault_errors():
+        return notes_io.check_path(path)
+
+
+def _visible(row: dict[str, Any] | None, principals: tuple[str, ...]) -> bool:
+    return row is not None and bool(set(row["acl"]) & set(principals))
+
+
+def _not_found(note_id: str) -> ApiError:
+    return ApiError(404, "not_found", f"no note {note_id!r}")
+
+
+def _current(state: ServerState, note_id: str, principals: tuple[str, ...]) -> tuple[dict[str, Any], str | None]:
+    """(index row, file text or None) of a note the caller may see; re-indexes its path first
+    when the file changed outside the API. Call with the state lock held."""
+    store, vault = state.library.store, state.library.vault
+    row = store.note_by_id(note_id)
+    if row is None or not _visible(row, principals):
+        raise _not_found(note_id)
+    current = notes_io.read_note(vault, row["path"])
+    if current is None or current.content_hash != row["content_hash"]:
+        sync_paths(store, vault, state.settings.index, [row["path"]])
+        row = store.note_by_id(note_id)
+        if row is None or not _visible(row, principals):
+            raise _not_found(note_id)
+        current = notes_io.read_note(vault, row["path"])
+    if current is None or current.content_hash != row["content_hash"]:
+        return row, None
+    return row, current.text
+
+
+def _validator(rel: str, settings: Settings) -> notes_io.Validate:
+    """Load the new text as the indexer will (sidecar included) before it is published."""
+
+    def check(tmp: Path, sidecar: Path | None) -> None:
+        st = tmp.stat()
+        try:
+            load_note(VaultFile(rel, tmp, sidecar, st.st_mtime, st.st_size), settings.index.default_acl)
+        except NoteError as exc:
+            raise ApiError(422, "invalid_note", f"{rel}: {exc}") from None
+
+    return check
+
+
+def _summary(row: dict[str, Any]) -> dict[str, Any]:
+    metadata = row["metadata"]
+    return {
+        "note_id": row["note_id"],
+        "path": row["path"],
+        "title": row["title"],
+        "tags": metadata.get("tags", []),
+        "metadata": metadata,
+        "mtime": row["mtime"],
+    }
+
+
+def _detail(store: SqliteStore, row: dict[str, Any], text: str | None) -> dict[str, Any]:
+    return {
+        **_summary(row),
+        "links": row["links"],
+        "content_hash": row["content_hash"],
+        "in_sync": text is not None,
+        "content": text,
+        "chunks": [
+            {
+                "chunk_id": c.chunk_id,
+                "ordinal": c.ordinal,
+                "heading_path": list(c.heading_path),
+                "start": c.start16,
+                "end": c.end16,
+                "start_line": c.start_line,
+                "end_line": c.end_line,
+            }
+            for c in store.chunks_of_note(row["note_id"])
+        ],
+    }
+
+
+def _written(state: ServerState, note_id: str | None, path: str, report: IndexReport) -> dict[str, Any]:
+    """The note as the index has it right after a write (state lock held)."""
+    store = state.library.store
+    if note_id is None:
+        indexed = store.note_states_of([path]).get(path)
+        note_id = indexed.note_id if indexed is not None else None
+    row = store.note_by_id(note_id) if note_id is not None else None
+    if row is None or row["path"] != path:
+        reason = "; ".join(f"{p}: {why}" for p, why in report.failed) or "not indexed"
+        raise ApiError(500, "index_error", f"{path} was written but the index disagrees ({reason})")
+    current = notes_io.read_note(state.library.vault, path)
+    text = current.text if current is not None and current.content_hash == row["content_hash"] else None
+    return _detail(store, row, text)
+
+
+# -- routes ----------------------------------------------------------------------------------
+
+
+@router.get("")
+def list_notes(
+    request: Request,
+    limit: int = Query(50, ge=1, le=500),
+    offset: int = Query(0, ge=0),
+    folder: str | None = Query(None, max_length=1024, description="notes under this folder, any depth"),
+    tag: str | None = Query(None, max_length=200),
+    principals: tuple[str, ...] = Depends(principals_for),
+) -> dict[str, Any]:
+    """Notes visible to the caller, by path."""
+    state: ServerState = request.app.state.sunlib
+    with state.lock:
+        notes, total = state.library.store.list_notes(principals, folder, tag, limit, offset)
+    return {"notes": notes, "total": total, "limit": limit, "offset": offset}
+
+
+@router.post("", status_code=201)
+def create_note(
+    body: NoteCreate, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+) -> dict[str, Any]:
+    """Write a new note file (409 when the path is taken) and index it before answering."""
+    state: ServerState = request.app.state.sunlib
+    rel = _checked(body.path)
+    vault = state.library.vault
+    with state.lock:
+        with _vault_errors():
+            notes_io.write_note(vault, rel, body.content, create=True, validate=_validator(rel, state.settings))
+        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
+        note = _written(state, None, rel, report)
+    return {**note, "vectors_job": _start_vectors(request, principals, report)}
+
+
+@router.get("/{note_id}")
+def get_note(note_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+    """A note's metadata, its text and its chunks' spans (to highlight a citation)."""
+    state: ServerState = request.app.state.sunlib
+    with state.lock:
+        row, text = _current(state, note_id, principals)
+        return _detail(state.library.store, row, text)
+
+
+@router.patch("/{note_id}")
+def update_note(
+    note_id: str, body: NoteUpdate, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+) -> dict[str, Any]:
+    """Replace a note's text (atomically); the note keeps its id."""
+    state: ServerState = request.app.state.sunlib
+    vault = state.library.vault
+    with state.lock:
+        row, _ = _current(state, note_id, principals)
+        rel = row["path"]
+        with _vault_errors():
+            notes_io.write_note(vault, rel, body.content, create=False, validate=_validator(rel, state.settings))
+        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
+        note = _written(state, note_id, rel, report)
+    return {**note, "vectors_job": _start_vectors(request, principals, report)}
+
+
+@router.delete("/{note_id}", status_code=204, response_class=Response)
+def delete_note(note_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> Response:
+    """Remove the note file and its sidecar; search stops finding it before this answers."""
+    state: ServerState = request.app.state.sunlib
+    vault = state.library.vault
+    with state.lock:
+        row, _ = _current(state, note_id, principals)
+        with _vault_errors():
+            notes_io.delete_note(vault, row["path"])
+        sync_paths(state.library.store, vault, state.settings.index, [row["path"]])
+    return Response(status_code=204)
+
+
+@router.post("/{note_id}/move")
+def move_note(
+    note_id: str, body: NoteMove, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+) -> dict[str, Any]:
+    """Move (rename) a note and its sidecar; it keeps its note_id. 409 when the target is taken."""
+    state: ServerState = request.app.state.sunlib
+    new = _checked(body.new_path)
+    vault = state.library.vault
+    with state.lock:
+        row, text = _current(state, note_id, principals)
+        old = row["path"]
+        if new == old:
+            return {**_detail(state.library.store, row, text), "vectors_job": None}
+        if text is None:
+            raise ApiError(409, "conflict", f"{old} changed outside sunlib and cannot be indexed: fix it first")
+        with _vault_errors():
+            notes_io.move_note(vault, old, new)
+        report = sync_paths(state.library.store, vault, state.settings.index, [old, new])
+        note = _written(state, note_id, new, report)
+    return {**note, "vectors_job": _start_vectors(request, principals, report)}

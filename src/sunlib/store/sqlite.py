@@ -593,6 +593,61 @@ class SqliteStore:
     def iter_notes(self) -> Iterator[tuple[str, str, str]]:
         yield from self.conn.execute("SELECT note_id, path, title FROM notes ORDER BY path")
 
+    # -- notes API -------------------------------------------------------------------------
+
+    def note_states_of(self, paths: Sequence[str]) -> dict[str, NoteState]:
+        """note_states() for some paths only (those not indexed are left out)."""
+        out: dict[str, NoteState] = {}
+        for batch in _batches(list(dict.fromkeys(paths)), 500):
+            marks = ",".join("?" * len(batch))
+            for r in self.conn.execute(
+                f"SELECT id, note_id, path, content_hash, mtime, chunker FROM notes WHERE path IN ({marks})", batch
+            ):
+                out[r[2]] = NoteState(*r)
+        return out
+
+    def list_notes(
+        self,
+        principals: Sequence[str],
+        folder: str | None = None,
+        tag: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """(notes by path, how many match): notes the principals may see, with the rule of search
+        (one of the note's ACL principals is among them; an empty ACL is visible to nobody),
+        optionally under a folder (any depth) and carrying a tag."""
+        if not principals:
+            return [], 0
+        where = [
+            "EXISTS (SELECT 1 FROM note_acl a WHERE a.note_rowid = n.id AND a.principal IN ("
+            + ",".join("?" * len(principals))
+            + "))"
+        ]
+        params: list[Any] = list(principals)
+        prefix = (folder or "").strip("/")
+        if prefix:
+            where.append("n.path LIKE ? ESCAPE '\\'")
+            params.append(prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%")
+        if tag:
+            where.append("EXISTS (SELECT 1 FROM note_tags t WHERE t.note_rowid = n.id AND t.tag = ?)")
+            params.append(tag.lstrip("#").lower())
+        condition = " AND ".join(where)
+        row = self.conn.execute(f"SELECT count(*) FROM notes n WHERE {condition}", params).fetchone()
+        rows = self.conn.execute(
+            f"SELECT n.note_id, n.path, n.title, n.metadata, n.mtime FROM notes n WHERE {condition}"
+            " ORDER BY n.path LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        notes = []
+        for note_id, path, title, metadata, mtime in rows:
+            meta = json.loads(metadata)
+            tags = meta.get("tags", []) if isinstance(meta, dict) else []
+            notes.append(
+                {"note_id": note_id, "path": path, "title": title, "tags": tags, "metadata": meta, "mtime": mtime}
+            )
+        return notes, (int(row[0]) if row else 0)
+
     def integrity_check(self) -> str:
         row = self.conn.execute("PRAGMA quick_check").fetchone()
         return str(row[0]) if row else "unknown"

@@ -1,0 +1,962 @@
+/* sunlib web UI: ask (streamed over SSE), the run chain, search, notes and the index.
+ *
+ * Plain browser JavaScript, no build step and nothing loaded from elsewhere.
+ * Safety rule: every string that comes from the server or a note is put in the page with
+ * textContent / createTextNode (see el()), never parsed as HTML; notes can hold HTML and JS.
+ */
+(() => {
+  "use strict";
+
+  // ---------------------------------------------------------------------------------------
+  // Small helpers
+
+  const $ = (sel, root = document) => root.querySelector(sel);
+
+  /** Build an element. props: class, text, attrs (strings), on (events), hidden. Children are
+   *  nodes or strings (strings become text nodes, never markup). */
+  function el(tag, props = {}, ...children) {
+    const node = document.createElement(tag);
+    if (props.class) node.className = props.class;
+    if (props.text !== undefined && props.text !== null) node.textContent = String(props.text);
+    for (const [k, v] of Object.entries(props.attrs || {})) {
+      if (v !== undefined && v !== null && v !== false) node.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const [k, v] of Object.entries(props.on || {})) node.addEventListener(k, v);
+    if (props.hidden) node.hidden = true;
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function clear(node) {
+    node.replaceChildren();
+    return node;
+  }
+
+  function fmtMs(ms) {
+    if (typeof ms !== "number") return "—";
+    return ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(ms < 10 ? 2 : 1)} ms`;
+  }
+
+  function fmtNum(v) {
+    if (Number.isInteger(v)) return String(v);
+    return String(Math.round(v * 10000) / 10000);
+  }
+
+  function fmtTime(epochSeconds) {
+    const n = Number(epochSeconds);
+    return Number.isFinite(n) && n > 0 ? new Date(n * 1000).toLocaleString() : "—";
+  }
+
+  const splitList = (s) =>
+    s
+      .split(/[,，]/)
+      .map((x) => x.trim())
+      .filter(Boolean);
+
+  // ---------------------------------------------------------------------------------------
+  // API access: JSON in and out, errors as ApiError {status, error, message}
+
+  class ApiError extends Error {
+    constructor(status, error, message) {
+      super(message);
+      this.status = status;
+      this.error = error;
+    }
+  }
+
+  const TOKEN_KEY = "sunlib.token";
+
+  function headers(json) {
+    const h = {};
+    if (json) h["Content-Type"] = "application/json";
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) h.Authorization = `Bearer ${token}`;
+    return h;
+  }
+
+  async function failure(res) {
+    let body = {};
+    try {
+      body = await res.json();
+    } catch {
+      /* not JSON: keep the status line */
+    }
+    if (res.status === 401) $("#auth").hidden = false;
+    return new ApiError(res.status, body.error || "http_error", body.message || `${res.status} ${res.statusText}`);
+  }
+
+  async function api(path, { method = "GET", body, signal } = {}) {
+    const res = await fetch(path, {
+      method,
+      signal,
+      headers: headers(body !== undefined),
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (!res.ok) throw await failure(res);
+    return res.json();
+  }
+
+  $("#auth").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("#auth-token").value.trim());
+    $("#auth").hidden = true;
+    showPage(currentPage, true);
+  });
+
+  // ---------------------------------------------------------------------------------------
+  // Server-sent events over fetch(): EventSource cannot POST, so the stream is parsed here.
+
+  /** Read an SSE response body, calling onEvent(name, data) per event (data JSON-parsed). */
+  async function readSSE(response, onEvent) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    let name = "";
+    let data = [];
+    const line = (text) => {
+      if (text === "") {
+        // a blank line ends the event
+        if (data.length) onEvent(name || "message", JSON.parse(data.join("\n")));
+        name = "";
+        data = [];
+        return;
+      }
+      if (text.startsWith(":")) return; // comment (keep-alive ping)
+      const colon = text.indexOf(":");
+      const field = colon < 0 ? text : text.slice(0, colon);
+      let value = colon < 0 ? "" : text.slice(colon + 1);
+      if (value.startsWith(" ")) value = value.slice(1);
+      if (field === "event") name = value;
+      else if (field === "data") data.push(value);
+    };
+    for (;;) {
+      const { value, done } = await reader.read();
+      buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
+      // Lines end in \r\n, \n or \r. A \r at the very end may be half of a \r\n: wait for more.
+      const re = /\r\n|\r|\n/g;
+      let start = 0;
+      let m;
+      while ((m = re.exec(buffer))) {
+        if (!done && m[0] === "\r" && m.index === buffer.length - 1) break;
+        line(buffer.slice(start, m.index));
+        start = m.index + m[0].length;
+      }
+      buffer = buffer.slice(start);
+      if (done) {
+        if (buffer) line(buffer);
+        line("");
+        return;
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Pages
+
+  let currentPage = "ask";
+  const loaders = {}; // page name -> function run when the page is shown
+
+  function showPage(name, reload = false) {
+    if (!$(`#page-${name}`)) name = "ask";
+    const changed = name !== currentPage;
+    currentPage = name;
+    for (const tab of document.querySelectorAll(".tab")) {
+      if (tab.dataset.page === name) tab.setAttribute("aria-current", "page");
+      else tab.removeAttribute("aria-current");
+    }
+    for (const page of document.querySelectorAll(".page")) page.hidden = page.id !== `page-${name}`;
+    if (location.hash !== `#${name}`) history.replaceState(null, "", `#${name}`);
+    if ((changed || reload) && loaders[name]) loaders[name]();
+  }
+
+  for (const tab of document.querySelectorAll(".tab")) {
+    tab.addEventListener("click", () => showPage(tab.dataset.page));
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Answer text: [ref:chk_…] markers become numbered citation chips, `code` becomes <code>
+
+  const REF = /\[ref:([A-Za-z0-9_\-]+)\]/g;
+
+  /** Append text to parent, with `inline code` spans as <code> (as text, never markup). */
+  function appendInline(parent, text) {
+    const parts = text.split("`");
+    parts.forEach((part, i) => {
+      if (!part) return;
+      // odd parts sit between backticks; an unclosed last backtick stays literal
+      if (i % 2 === 1 && i < parts.length - 1) parent.append(el("code", { text: part }));
+      else parent.append((i % 2 === 1 ? "`" : "") + part);
+    });
+  }
+
+  /**
+   * Render an answer into `target`. refs maps chunk_id -> chip number (filled in order of first
+   * appearance, shared with the source cards); citations maps chunk_id -> Citation.
+   * While streaming, a half-received marker at the end ("[ref:chk_12") is held back.
+   */
+  function renderAnswerText(target, text, ctx) {
+    clear(target);
+    if (ctx.streaming) text = text.replace(/\[(r(e(f(:[A-Za-z0-9_\-]*)?)?)?)?$/, "");
+    const unsupported = new Set((ctx.sentences || []).filter((s) => !s.supported).map((s) => s.text.trim()));
+    let last = 0;
+    let sentence = el("span", { class: "sentence" });
+    const flush = () => {
+      const key = sentence.textContent.trim();
+      if (key && unsupported.has(key)) {
+        sentence.classList.add("unsupported");
+        sentence.title = "the citation verifier did not find support for this sentence";
+      }
+      if (sentence.childNodes.length) target.append(sentence);
+      sentence = el("span", { class: "sentence" });
+    };
+    for (const m of text.matchAll(REF)) {
+      appendInline(sentence, text.slice(last, m.index));
+      flush();
+      target.append(citationChip(m[1], ctx));
+      last = m.index + m[0].length;
+    }
+    appendInline(sentence, text.slice(last));
+    flush();
+  }
+
+  function refNumber(chunkId, ctx) {
+    if (!ctx.refs.has(chunkId)) ctx.refs.set(chunkId, ctx.refs.size + 1);
+    return ctx.refs.get(chunkId);
+  }
+
+  function citationChip(chunkId, ctx) {
+    const n = refNumber(chunkId, ctx);
+    const cit = ctx.citations.get(chunkId);
+    const label = cit
+      ? `Citation ${n}: ${cit.title} (${cit.path}, lines ${cit.start_line}–${cit.end_line})`
+      : `Citation ${n}` + (ctx.streaming ? "" : " (not verified against the context)");
+    return el("button", {
+      class: "cite-chip" + (cit ? "" : " pending"),
+      text: `[${n}]`,
+      attrs: { type: "button", "data-chunk-id": chunkId, "aria-label": label, title: label, disabled: !cit },
+      on: { click: (ev) => cit && openNote(cit.note_id, cit, ev.currentTarget) },
+    });
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Ask: stream a question, render the answer, sources and run chain
+
+  const askForm = $("#ask-form");
+  const question = $("#question");
+  let askAbort = null;
+
+  question.addEventListener("keydown", (ev) => {
+    // Enter asks; Shift+Enter is a new line; Enter that confirms an IME composition (Chinese,
+    // Japanese input) must not send the question.
+    if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing && ev.keyCode !== 229) {
+      ev.preventDefault();
+      askForm.requestSubmit();
+    }
+  });
+
+  askForm.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const q = question.value.trim();
+    if (q) ask(q);
+  });
+
+  /** The state of the answer on screen (streamed or loaded from a saved run). */
+  function newAnswerContext() {
+    return { refs: new Map(), citations: new Map(), sentences: [], streaming: true, text: "", steps: [] };
+  }
+
+  function resetAnswer(label) {
+    const answer = $("#answer");
+    answer.hidden = false;
+    answer.className = "answer streaming";
+    answer.setAttribute("aria-busy", "true");
+    setBadge(label, "busy");
+    $("#answer-meta").textContent = "";
+    $("#refusal").hidden = true;
+    $("#refusal-reason").textContent = "";
+    clear($("#answer-text"));
+    const err = $("#answer-error");
+    err.hidden = true;
+    err.textContent = "";
+    $("#sources").hidden = true;
+    clear($("#source-list"));
+    const chain = $("#run-chain");
+    chain.hidden = false;
+    clear($("#chain-steps"));
+    $("#chain-summary").hidden = true;
+    clear($("#chain-summary"));
+    $("#chain-count").textContent = "";
+  }
+
+  function setBadge(text, kind) {
+    const badge = $("#answer-state");
+    badge.textContent = text;
+    badge.className = `badge ${kind}`;
+  }
+
+  async function ask(q) {
+    if (askAbort) askAbort.abort();
+    const controller = new AbortController();
+    askAbort = controller;
+    const ctx = newAnswerContext();
+    resetAnswer("Thinking…");
+    $("#ask-btn").disabled = true;
+    let pendingFrame = 0;
+    const paint = () => {
+      // tokens can arrive faster than frames: repaint at most once per frame
+      if (pendingFrame) return;
+      pendingFrame = requestAnimationFrame(() => {
+        pendingFrame = 0;
+        renderAnswerText($("#answer-text"), ctx.text, ctx);
+      });
+    };
+    let finished = false;
+    try {
+      const res = await fetch("/api/ask/stream", {
+        method: "POST",
+        headers: { ...headers(true), Accept: "text/event-stream" },
+        body: JSON.stringify({ question: q }),
+        signal: controller.signal,
+      });
+      if (!res.ok) throw await failure(res);
+      await readSSE(res, (name, data) => {
+        if (controller !== askAbort) return; // a newer question took over
+        switch (name) {
+          case "step":
+            ctx.steps.push(data);
+            addStepCard(data, ctx.steps.length);
+            break;
+          case "context_built":
+            $("#answer-meta").textContent = `${data.chunks.length} passages in the context, ~${data.token_estimate} tokens`;
+            setBadge("Writing…", "busy");
+            break;
+          case "token":
+            ctx.text += data.delta;
+            paint();
+            break;
+          case "citations":
+            for (const c of data.citations) ctx.citations.set(c.chunk_id, c);
+            ctx.sentences = data.sentences || [];
+            ctx.sources = data.sources || [];
+            break;
+          case "finish":
+            finished = true;
+            showFinish(data, ctx);
+            break;
+          case "error":
+            finished = true;
+            showError(`${data.message} (${data.error})`);
+            break;
+        }
+      });
+      if (!finished && controller === askAbort) showError("the answer stream ended early");
+    } catch (exc) {
+      if (exc.name === "AbortError") return;
+      showError(exc instanceof ApiError ? `${exc.message} (${exc.error})` : `could not reach the server: ${exc.message}`);
+    } finally {
+      if (pendingFrame) cancelAnimationFrame(pendingFrame);
+      if (controller === askAbort) {
+        $("#ask-btn").disabled = false;
+        $("#answer").setAttribute("aria-busy", "false");
+        askAbort = null;
+        loadRuns();
+      }
+    }
+  }
+
+  function showError(message) {
+    const answer = $("#answer");
+    answer.className = "answer errored";
+    setBadge("Error", "error");
+    const err = $("#answer-error");
+    err.hidden = false;
+    err.textContent = message;
+  }
+
+  /** The final state: a cited answer, a refusal with its reason, or a direct reply. */
+  function showFinish(data, ctx) {
+    ctx.streaming = false;
+    ctx.text = data.answer || "";
+    const answer = $("#answer");
+    const meta = [];
+    if (data.refused) {
+      answer.className = "answer refused";
+      setBadge("Refused", "refused");
+      $("#refusal").hidden = false;
+      $("#refusal-reason").textContent = data.refusal_reason || "no reason given";
+    } else {
+      answer.className = "answer answered";
+      const level = data.confidence_level || "high";
+      setBadge(data.route === "direct" ? "Direct reply" : `Answered · ${level} confidence`, `ok ${level}`);
+      if (data.unsupported) meta.push(`${data.unsupported} sentence(s) not supported by the cited text`);
+    }
+    if (typeof data.confidence === "number") meta.push(`confidence ${fmtNum(data.confidence)}`);
+    if (typeof data.total_ms === "number") meta.push(fmtMs(data.total_ms));
+    $("#answer-meta").textContent = meta.join(" · ");
+    renderAnswerText($("#answer-text"), ctx.text, ctx);
+    renderSources(ctx);
+    renderChainSummary(data, ctx);
+  }
+
+  function renderSources(ctx) {
+    const list = clear($("#source-list"));
+    for (const src of ctx.sources || []) {
+      const first = ctx.citations.get(src.chunk_ids[0]);
+      const facts = [src.chapter && `chapter ${src.chapter}`, src.version && `version ${src.version}`].filter(Boolean);
+      const chunks = el(
+        "span",
+        { class: "chunks" },
+        "chunks used: ",
+        src.chunk_ids.map((id) => citationChip(id, ctx)),
+      );
+      list.append(
+        el(
+          "li",
+          { class: "source-card", attrs: { "data-note-id": src.note_id } },
+          el("button", {
+            class: "link source-open",
+            text: src.title || src.path,
+            attrs: { type: "button" },
+            on: { click: (ev) => openNote(src.note_id, first || null, ev.currentTarget) },
+          }),
+          el("span", { class: "path", text: src.path }),
+          facts.length ? el("span", { class: "muted", text: facts.join(" · ") }) : null,
+          src.summary ? el("p", { class: "summary", text: src.summary }) : null,
+          chunks,
+        ),
+      );
+    }
+    $("#sources").hidden = !list.childElementCount;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Run chain: one card per step, details as key/value tables, and a summary card
+
+  /** Keys shown first in a step's details table (the rest follow in server order). */
+  const LEAD_KEYS = {
+    "Intent Router": ["route", "reason", "confidence", "router", "fallback"],
+    "Selection/Refusal": [
+      "passed",
+      "gate_score",
+      "threshold",
+      "top_cosine",
+      "coverage",
+      "missing_terms",
+      "reason",
+      "confidence",
+      "confidence_level",
+    ],
+    "Context Builder": ["token_estimate", "soft_limit", "hard_limit", "chars", "dropped_by_budget", "score_stats"],
+    Writer: ["writer", "model", "tokens_in", "tokens_out", "streamed", "confidence_note"],
+    "Run Summary": ["total_ms", "tokens_in", "tokens_out", "retrieved", "selected", "citations", "unsupported"],
+  };
+
+  function addStepCard(step, n) {
+    const card = el(
+      "li",
+      { class: `step-card status-${step.status}`, attrs: { "data-step": step.name } },
+      el(
+        "details",
+        {},
+        el(
+          "summary",
+          {},
+          el("span", { class: "step-n", text: n }),
+          el("span", { class: "step-name", text: step.name }),
+          el("span", { class: `status status-${step.status}`, text: step.status }),
+          el("span", { class: "latency", text: fmtMs(step.latency_ms) }),
+          el("span", { class: "step-out", text: step.output_summary }),
+        ),
+        el(
+          "div",
+          { class: "step-body" },
+          step.input_summary ? el("p", {}, el("strong", { text: "Input: " }), step.input_summary) : null,
+          el("p", {}, el("strong", { text: "Output: " }), step.output_summary || "—"),
+          Object.keys(step.details || {}).length
+            ? [
+                renderValue(orderKeys(step.details, LEAD_KEYS[step.name] || []), 0),
+                el("details", { class: "raw" }, el("summary", { text: "JSON" }), el("pre", { text: JSON.stringify(step.details, null, 2) })),
+              ]
+            : el("p", { class: "muted", text: "no details" }),
+        ),
+      ),
+    );
+    $("#chain-steps").append(card);
+    $("#chain-count").textContent = `(${n} steps)`;
+  }
+
+  function orderKeys(obj, lead) {
+    const out = {};
+    for (const k of lead) if (k in obj) out[k] = obj[k];
+    for (const [k, v] of Object.entries(obj)) if (!(k in out)) out[k] = v;
+    return out;
+  }
+
+  const isPlain = (v) => v === null || typeof v !== "object";
+  // {rank, score, contribution}: one retrieval route's view of a hit
+  const isRouteScore = (v) => v && typeof v === "object" && "rank" in v && "score" in v && Object.keys(v).length <= 3;
+
+  /** Details as readable HTML: objects as key/value tables, lists of objects as tables. */
+  function renderValue(v, depth) {
+    if (v === null || v === undefined) return el("span", { class: "muted", text: "—" });
+    if (typeof v === "boolean") return el("span", { class: v ? "yes" : "no", text: v ? "yes" : "no" });
+    if (typeof v === "number") return el("span", { class: "num", text: fmtNum(v) });
+    if (typeof v === "string") {
+      return v.length > 160 || v.includes("\n") ? el("pre", { class: "longtext", text: v }) : el("span", { text: v });
+    }
+    if (depth > 4) return el("pre", { text: JSON.stringify(v, null, 2) });
+    if (Array.isArray(v)) {
+      if (!v.length) return el("span", { class: "muted", text: "none" });
+      if (v.every(isPlain)) return el("span", { text: v.map((x) => (typeof x === "number" ? fmtNum(x) : String(x))).join(", ") });
+      if (v.every((x) => x && typeof x === "object" && !Array.isArray(x))) return renderRows(v, depth);
+      return el("ol", {}, v.map((x) => el("li", {}, renderValue(x, depth + 1))));
+    }
+    if (isRouteScore(v)) {
+      const c = typeof v.contribution === "number" ? ` (${v.contribution >= 0 ? "+" : ""}${fmtNum(v.contribution)})` : "";
+      return el("span", { class: "num", text: `#${v.rank} · ${fmtNum(v.score)}${c}` });
+    }
+    const entries = Object.entries(v);
+    if (!entries.length) return el("span", { class: "muted", text: "none" });
+    return el(
+      "table",
+      { class: "kv" },
+      el(
+        "tbody",
+        {},
+        entries.map(([k, x]) => el("tr", {}, el("th", { attrs: { scope: "row" }, text: k }), el("td", {}, renderValue(x, depth + 1)))),
+      ),
+    );
+  }
+
+  function renderRows(rows, depth) {
+    const cols = [];
+    for (const r of rows) for (const k of Object.keys(r)) if (!cols.includes(k)) cols.push(k);
+    return el(
+      "div",
+      { class: "table-wrap" },
+      el(
+        "table",
+        { class: "rows" },
+        el("thead", {}, el("tr", {}, cols.map((c) => el("th", { attrs: { scope: "col" }, text: c })))),
+        el("tbody", {}, rows.map((r) => el("tr", {}, cols.map((c) => el("td", {}, renderValue(r[c], depth + 1)))))),
+      ),
+    );
+  }
+
+  function renderChainSummary(finish, ctx) {
+    const summary = (ctx.steps.find((s) => s.name === "Run Summary") || {}).details || {};
+    const runId = finish.run_id || summary.trace_saved;
+    const facts = [
+      ["Total latency", fmtMs(finish.total_ms ?? summary.total_ms)],
+      ["Tokens (in / out)", `${summary.tokens_in ?? 0} / ${summary.tokens_out ?? 0}`],
+      ["Retrieved chunks", summary.retrieved ?? "—"],
+      ["Selected chunks", summary.selected ?? "—"],
+      ["Citations", summary.citations ?? ctx.citations.size],
+      ["Route", finish.route || "—"],
+      ["Outcome", finish.refused ? "refused" : "answered"],
+    ];
+    const box = clear($("#chain-summary"));
+    box.append(
+      el("h3", { text: "Summary" }),
+      el("dl", {}, facts.map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })])),
+      runId
+        ? el(
+            "p",
+            { class: "run-id" },
+            "Saved run: ",
+            el("a", { text: runId, attrs: { href: `/api/runs/${encodeURIComponent(runId)}`, target: "_blank", rel: "noopener" } }),
+          )
+        : null,
+    );
+    box.hidden = false;
+  }
+
+  // Recent runs: a saved run re-renders its answer and chain from the stored frame and trace
+
+  async function loadRuns() {
+    const list = $("#run-list");
+    try {
+      const data = await api("/api/runs?limit=10");
+      clear(list);
+      for (const run of data.runs) {
+        list.append(
+          el(
+            "li",
+            {},
+            el("button", {
+              class: "link",
+              text: run.question || run.run_id,
+              attrs: { type: "button" },
+              on: { click: () => showSavedRun(run.run_id) },
+            }),
+            el("span", { class: "muted", text: ` ${run.refused ? "refused" : "answered"} · ${fmtTime(run.created_at)}` }),
+          ),
+        );
+      }
+      if (!data.runs.length) list.append(el("li", { class: "muted", text: "no runs yet" }));
+    } catch (exc) {
+      clear(list).append(el("li", { class: "error", text: `runs: ${exc.message}` }));
+    }
+  }
+
+  async function showSavedRun(runId) {
+    if (askAbort) askAbort.abort();
+    askAbort = null;
+    resetAnswer("Loading…");
+    try {
+      const run = await api(`/api/runs/${encodeURIComponent(runId)}`);
+      const frame = run.frame || {};
+      const ctx = newAnswerContext();
+      question.value = frame.question || run.question || "";
+      for (const c of frame.citations || []) ctx.citations.set(c.chunk_id, c);
+      ctx.sentences = frame.sentences || [];
+      ctx.sources = frame.sources || [];
+      for (const s of (run.trace && run.trace.steps) || []) {
+        ctx.steps.push(s);
+        addStepCard(s, ctx.steps.length);
+      }
+      showFinish({ ...frame, run_id: run.run_id, total_ms: run.total_ms }, ctx);
+    } catch (exc) {
+      showError(exc.message);
+    } finally {
+      $("#answer").setAttribute("aria-busy", "false");
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Note viewer: the note's text with the cited span in <mark class="cited">
+
+  let viewerSeq = 0; // the latest request wins when clicks overlap
+  let viewerOpener = null; // where focus returns when the viewer closes
+
+  async function openNote(noteId, citation, opener) {
+    const seq = ++viewerSeq;
+    viewerOpener = opener || null;
+    const body = clear($("#viewer-body"));
+    $("#viewer-title").textContent = citation ? citation.title : "Note";
+    $("#viewer-meta").textContent = "Loading…";
+    $("#viewer-close").hidden = false;
+    $("#viewer").classList.add("open");
+    let note;
+    try {
+      note = await api(`/api/notes/${encodeURIComponent(noteId)}`);
+    } catch (exc) {
+      if (seq !== viewerSeq) return;
+      $("#viewer-meta").textContent = "";
+      body.append(el("p", { class: "error", text: `Could not load the note: ${exc.message} (${exc.status})` }));
+      if (citation) {
+        // still show what was cited, from the citation itself
+        body.append(el("p", { class: "muted", text: `Cited passage (${citation.path}, lines ${citation.start_line}–${citation.end_line}):` }));
+        body.append(el("pre", { class: "note-text" }, el("mark", { class: "cited", text: citation.quote })));
+      }
+      return;
+    }
+    if (seq !== viewerSeq) return;
+    const text = typeof note.content === "string" ? note.content : "";
+    $("#viewer-title").textContent = note.title || note.path;
+    const meta = [note.path];
+    if (note.tags && note.tags.length) meta.push(`tags: ${note.tags.join(", ")}`);
+    if (citation) {
+      meta.push(`lines ${citation.start_line}–${citation.end_line}`);
+      if (citation.heading_path && citation.heading_path.length) meta.push(citation.heading_path.join(" › "));
+    }
+    $("#viewer-meta").textContent = meta.join(" · ");
+    const pre = el("pre", { class: "note-text" });
+    // Offsets are UTF-16 code units, which is what JS string indices count: slice directly.
+    const start = citation ? Math.max(0, Math.min(citation.start, text.length)) : 0;
+    const end = citation ? Math.max(start, Math.min(citation.end, text.length)) : 0;
+    if (citation && end > start) {
+      const mark = el("mark", { class: "cited", text: text.slice(start, end), attrs: { "data-chunk-id": citation.chunk_id } });
+      pre.append(text.slice(0, start), mark, text.slice(end));
+      body.append(pre);
+      scrollToMark(body, mark);
+    } else {
+      pre.append(text);
+      body.append(pre);
+      body.scrollTop = 0;
+    }
+    $("#viewer-title").focus({ preventScroll: true });
+  }
+
+  /** Centre the mark inside the viewer's own scroll box. (mark.scrollIntoView() would also
+   *  scroll the page, which jumps the layout; the page is scrolled only when the viewer itself
+   *  is off screen, as on narrow screens where it sits below the page.) */
+  function scrollToMark(box, mark) {
+    const b = box.getBoundingClientRect();
+    const m = mark.getBoundingClientRect();
+    const room = Math.max(0, box.clientHeight - m.height);
+    box.scrollTop += m.top - b.top - room / 2;
+    const v = $("#viewer").getBoundingClientRect();
+    if (v.top < 0 || v.top > window.innerHeight - 80) mark.scrollIntoView({ block: "center" });
+  }
+
+  function closeViewer() {
+    viewerSeq++;
+    $("#viewer").classList.remove("open");
+    $("#viewer-title").textContent = "Note";
+    $("#viewer-meta").textContent = "";
+    $("#viewer-close").hidden = true;
+    clear($("#viewer-body")).append(
+      el("p", { class: "muted placeholder", text: "Click a citation, a source or a search result to read the note here." }),
+    );
+    if (viewerOpener && viewerOpener.isConnected) viewerOpener.focus();
+    viewerOpener = null;
+  }
+
+  $("#viewer-close").addEventListener("click", closeViewer);
+  $("#viewer").addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && !$("#viewer-close").hidden) closeViewer();
+  });
+
+  // ---------------------------------------------------------------------------------------
+  // Search
+
+  $("#search-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const q = $("#search-query").value.trim();
+    if (!q) return;
+    const status = $("#search-status");
+    const list = clear($("#search-results"));
+    status.textContent = "Searching…";
+    const folder = $("#search-folder").value.trim();
+    const body = {
+      query: q,
+      mode: $("#search-mode").value,
+      filters: { folders: folder ? [folder] : [], tags: splitList($("#search-tag").value) },
+      limit: 20,
+    };
+    try {
+      const data = await api("/api/search", { method: "POST", body });
+      const warn = data.warnings && data.warnings.length ? ` · ${data.warnings.join("; ")}` : "";
+      status.textContent = `${data.results.length} results (${data.mode}, ${data.total_candidates} candidates)${warn}`;
+      for (const hit of data.results) list.append(resultItem(hit));
+    } catch (exc) {
+      status.textContent = "";
+      list.append(el("li", { class: "error", text: `${exc.message} (${exc.error || "error"})` }));
+    }
+  });
+
+  function resultItem(hit) {
+    const cit = hit.citation;
+    const routes = Object.entries(hit.routes || {})
+      .map(([name, r]) => `${name} #${r.rank}`)
+      .join(", ");
+    return el(
+      "li",
+      { class: "result", attrs: { "data-chunk-id": hit.chunk_id } },
+      el(
+        "div",
+        { class: "result-head" },
+        el("button", {
+          class: "link result-open",
+          text: hit.title || hit.path,
+          attrs: { type: "button" },
+          on: { click: (ev) => openNote(hit.note_id, cit, ev.currentTarget) },
+        }),
+        el("span", { class: "score num", text: fmtNum(hit.score) }),
+      ),
+      el("p", { class: "path" }, `${hit.path}`, hit.heading_path.length ? ` › ${hit.heading_path.join(" › ")}` : ""),
+      snippet(hit.snippet, hit.highlights),
+      el("p", { class: "muted cite-line", text: `${cit.path}:${cit.start_line}–${cit.end_line}${routes ? " · " + routes : ""}` }),
+    );
+  }
+
+  /** The snippet with query matches in <mark class="hl">. Highlight offsets are code points
+   *  (Python string indices), so the snippet is walked as code points, not UTF-16 units. */
+  function snippet(text, highlights) {
+    const chars = Array.from(text || "");
+    const p = el("p", { class: "snippet" });
+    let at = 0;
+    for (const [s, e] of highlights || []) {
+      if (s < at || e <= s) continue;
+      p.append(chars.slice(at, s).join(""), el("mark", { class: "hl", text: chars.slice(s, e).join("") }));
+      at = e;
+    }
+    p.append(chars.slice(at).join(""));
+    return p;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Notes browser
+
+  const NOTES_PAGE = 50;
+  let notesOffset = 0;
+
+  async function loadNotes() {
+    const status = $("#notes-status");
+    const list = clear($("#note-list"));
+    const params = new URLSearchParams({ limit: NOTES_PAGE, offset: notesOffset });
+    const folder = $("#notes-folder").value.trim();
+    const tag = $("#notes-tag").value.trim();
+    if (folder) params.set("folder", folder);
+    if (tag) params.set("tag", tag);
+    status.textContent = "Loading…";
+    try {
+      const data = await api(`/api/notes?${params}`);
+      const shown = data.notes.length;
+      status.textContent = shown
+        ? `Notes ${data.offset + 1}–${data.offset + shown} of ${data.total}`
+        : "No notes match these filters.";
+      for (const note of data.notes) {
+        list.append(
+          el(
+            "li",
+            { class: "note-item", attrs: { "data-note-id": note.note_id } },
+            el("button", {
+              class: "link note-open",
+              text: note.title || note.path,
+              attrs: { type: "button" },
+              on: { click: (ev) => openNote(note.note_id, null, ev.currentTarget) },
+            }),
+            el("span", { class: "path", text: note.path }),
+            note.tags && note.tags.length ? el("span", { class: "tags" }, note.tags.map((t) => el("span", { class: "tag", text: t }))) : null,
+            el("span", { class: "muted", text: fmtTime(note.mtime) }),
+          ),
+        );
+      }
+      rememberFolders(data.notes.map((n) => n.path));
+      $("#notes-prev").disabled = data.offset <= 0;
+      $("#notes-next").disabled = data.offset + shown >= data.total;
+    } catch (exc) {
+      status.textContent = "";
+      const missing = exc.status === 404 || exc.status === 405;
+      list.append(
+        el("li", {
+          class: "error",
+          text: missing ? "The notes API is not available on this server (GET /api/notes)." : `${exc.message}`,
+        }),
+      );
+    }
+  }
+
+  /** Offer the folders seen so far as suggestions in the folder inputs. */
+  const folders = new Set();
+  function rememberFolders(paths) {
+    for (const path of paths) {
+      const parts = path.split("/").slice(0, -1);
+      for (let i = 1; i <= parts.length; i++) folders.add(parts.slice(0, i).join("/"));
+    }
+    clear($("#folder-options")).append(...[...folders].sort().map((f) => el("option", { attrs: { value: f } })));
+  }
+
+  $("#notes-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    notesOffset = 0;
+    loadNotes();
+  });
+  $("#notes-prev").addEventListener("click", () => {
+    notesOffset = Math.max(0, notesOffset - NOTES_PAGE);
+    loadNotes();
+  });
+  $("#notes-next").addEventListener("click", () => {
+    notesOffset += NOTES_PAGE;
+    loadNotes();
+  });
+  loaders.notes = loadNotes;
+
+  // ---------------------------------------------------------------------------------------
+  // Index status and rebuild
+
+  async function loadStatus() {
+    const box = $("#index-status");
+    try {
+      const s = await api("/api/index/status");
+      const counts = s.counts || {};
+      clear(box).append(
+        el("h3", { text: "Index" }),
+        renderValue(
+          {
+            vault: s.vault,
+            notes: counts.notes,
+            chunks: counts.chunks,
+            "cached embeddings": counts.cached_embeddings,
+            "active space": s.active_space,
+            "vectors embedded": s.vectors_total,
+            "vectors pending": s.vectors_pending,
+            chunker: s.chunker,
+            "text indexed at": fmtTime(s.text_indexed_at),
+            "index file": s.index,
+          },
+          0,
+        ),
+        el("h3", { text: "Embedding spaces" }),
+        (s.spaces || []).length ? renderRows(s.spaces, 0) : el("p", { class: "muted", text: "none yet" }),
+      );
+      const running = (s.jobs || []).find((j) => j.status === "queued" || j.status === "running");
+      if (running && !polling) pollJob(running.job_id);
+    } catch (exc) {
+      clear(box).append(el("p", { class: "error", text: `${exc.message} (${exc.error || "error"})` }));
+    }
+  }
+
+  let polling = false;
+
+  async function pollJob(jobId) {
+    polling = true;
+    const btn = $("#rebuild-btn");
+    const bar = $("#rebuild-progress");
+    const status = $("#rebuild-status");
+    btn.disabled = true;
+    bar.hidden = false;
+    try {
+      for (;;) {
+        const job = await api(`/api/index/jobs/${encodeURIComponent(jobId)}`);
+        const p = job.progress || {};
+        if (p.total > 0) {
+          bar.max = p.total;
+          bar.value = p.done;
+        } else {
+          bar.removeAttribute("value"); // indeterminate
+        }
+        status.textContent = `${job.status}${p.phase ? ` · ${p.phase}` : ""}${p.total ? ` ${p.done}/${p.total}` : ""}`;
+        if (job.status === "done") {
+          const r = job.result || {};
+          const n = (k) => (Array.isArray(r[k]) ? r[k].length : r[k] || 0);
+          status.textContent =
+            `Done: ${n("added")} added, ${n("changed")} changed, ${n("moved")} moved, ${n("deleted")} deleted, ` +
+            `${n("failed")} failed, ${n("unchanged")} unchanged; ${n("chunks_written")} chunks written, ` +
+            `${n("vectors_embedded")} vectors embedded`;
+          bar.max = 1;
+          bar.value = 1;
+          break;
+        }
+        if (job.status === "failed") {
+          status.textContent = `Failed: ${job.error}`;
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 400));
+      }
+    } catch (exc) {
+      status.textContent = `Lost the job: ${exc.message}`;
+    } finally {
+      polling = false;
+      btn.disabled = false;
+      loadStatus();
+    }
+  }
+
+  $("#rebuild-btn").addEventListener("click", async () => {
+    const status = $("#rebuild-status");
+    status.textContent = "Starting…";
+    try {
+      const job = await api("/api/index/rebuild", { method: "POST" });
+      pollJob(job.job_id);
+    } catch (exc) {
+      status.textContent = `Could not start: ${exc.message}`;
+    }
+  });
+  $("#status-refresh").addEventListener("click", loadStatus);
+  loaders.index = loadStatus;
+
+  // ---------------------------------------------------------------------------------------
+  // Start
+
+  const start = location.hash.slice(1);
+  currentPage = "";
+  showPage(start || "ask");
+  loadRuns();
+  if (currentPage === "ask") question.focus();
+})();

@@ -1,0 +1,297 @@
+"""The web UI end to end: a real server on loopback, driven by Debian's chromium through playwright.
+
+Ask (streamed over SSE) gives a cited answer whose citation chips open the note with the cited
+span marked and scrolled into view; the run chain shows the ten steps; an unanswerable question
+shows the refusal state with its reason; search results open the note at their span; note text
+with HTML and JavaScript in it is shown as text and never runs. Screenshots go to docs/screenshots/.
+
+The sample vault is the session's e5 index (``e5_library``), opened again read-mostly; the
+injection test indexes its own tiny vault with the hash embedder, so nothing shared is modified.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from sunlib import Library
+from sunlib.server.app import WEB_DIR, create_app
+
+CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else shutil.which("chromium")
+if CHROMIUM is None:
+    pytest.skip("chromium is not installed (/usr/bin/chromium): the web UI test needs it", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+VIEWPORT = {"width": 1280, "height": 800}
+STEPS = [
+    "Intent Router",
+    "BM25 Retrieval",
+    "Dense Retrieval",
+    "Hybrid Fusion",
+    "Reranking",
+    "Selection/Refusal",
+    "Context Builder",
+    "Writer",
+    "Citation Verifier",
+    "Run Summary",
+]
+CITED_Q = "What is the SUNLIB_HOME environment variable used for?"
+REFUSED_Q = "Which port does the sunlib web server listen on?"
+TIMEOUT_MS = 30_000
+
+
+@contextmanager
+def serve(lib: Library) -> Iterator[str]:
+    """The real app under uvicorn on a free loopback port, in a background thread."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(lib), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True, name="uvicorn-e2e")
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def e5_server(e5_library: Library) -> Iterator[str]:
+    lib = Library.open(e5_library.vault, embedding={"provider": "e5"}, index_dir=e5_library.index_dir)
+    try:
+        with serve(lib) as url:
+            yield url
+    finally:
+        lib.close()
+
+
+INJECTION = (
+    "# Marshmallow <b>notes</b>\n\n"
+    "The marshmallow recipe needs gelatin, sugar and vanilla syrup.\n"
+    'Payload one: <img src=x onerror="window.__pwned=1"> and payload two: <script>window.__pwned=2</script>\n'
+)
+PAYLOADS = ('<img src=x onerror="window.__pwned=1">', "<script>window.__pwned=2</script>")
+
+
+@pytest.fixture(scope="module")
+def injection_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A tiny vault whose note carries HTML/JS payloads; hash embedder, the gate open (threshold 0)."""
+    vault = tmp_path_factory.mktemp("web_injection") / "vault"
+    (vault / "kitchen").mkdir(parents=True)
+    (vault / "kitchen" / "marshmallow.md").write_text(INJECTION, encoding="utf-8")
+    (vault / "garden.md").write_text("# Garden\n\nTomatoes need sun and water every day.\n", encoding="utf-8")
+    lib = Library.open(
+        vault,
+        embedding={"provider": "hash"},
+        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0},
+    )
+    lib.index()
+    try:
+        with serve(lib) as url:
+            yield url
+    finally:
+        lib.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport=VIEWPORT)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.set_default_timeout(TIMEOUT_MS)
+    yield pg
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / name))
+
+
+def ask(page: Any, question: str) -> str:
+    """Type the question, press Enter, wait for the final state; returns answered|refused|errored."""
+    page.fill("#question", question)
+    page.press("#question", "Enter")
+    page.wait_for_selector("#answer.answered, #answer.refused, #answer.errored")
+    return page.eval_on_selector("#answer", "e => e.className.replace('answer', '').trim()")
+
+
+def assert_visible_in(page: Any, inner: str, outer: str) -> None:
+    """The element's top edge lies inside the scroll box's visible area."""
+    box = page.locator(outer).bounding_box()
+    mark = page.locator(inner).bounding_box()
+    assert box and mark
+    assert box["y"] - 1 <= mark["y"] < box["y"] + box["height"], (mark, box)
+
+
+def norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_cited_answer_opens_the_cited_span_and_shows_the_run_chain(e5_server: str, page: Any) -> None:
+    page.goto(e5_server + "/")
+    assert page.get_attribute("#answer-text", "aria-live") == "polite"
+    assert ask(page, CITED_Q) == "answered", page.inner_text("#answer")
+    chips = page.locator("#answer-text .cite-chip")
+    assert chips.count() >= 1
+    labels = [chips.nth(i).inner_text() for i in range(chips.count())]
+    numbers = [int(x.strip("[]")) for x in labels]
+    assert numbers[0] == 1 and max(numbers) == len(set(numbers)), labels  # numbered by first appearance
+    assert "[ref:" not in page.inner_text("#answer-text")
+    assert page.locator("#source-list .source-card").count() >= 1
+    shot(page, "answer-with-citations.png")
+
+    # the same question over plain JSON: the citation each chip stands for
+    frame = httpx.post(e5_server + "/api/ask", json={"question": CITED_Q}, timeout=60).json()
+    citations = {c["chunk_id"]: c for c in frame["citations"]}
+    chunk_id = chips.first.get_attribute("data-chunk-id")
+    assert chunk_id in citations
+    chips.first.click()
+    mark = page.wait_for_selector("#viewer-body mark.cited")
+    assert norm(citations[chunk_id]["quote"]) in norm(mark.text_content() or "")
+    assert page.inner_text("#viewer-title") == citations[chunk_id]["title"]
+    assert_visible_in(page, "#viewer-body mark.cited", "#viewer-body")
+    shot(page, "cited-span.png")
+
+    page.click("#run-chain > summary")
+    cards = page.locator("#chain-steps .step-card")
+    cards.nth(len(STEPS) - 1).wait_for()
+    assert [cards.nth(i).get_attribute("data-step") for i in range(cards.count())] == STEPS
+    gate = page.locator(".step-card[data-step='Selection/Refusal']")
+    gate.locator("summary").first.click()
+    assert gate.locator("details").first.get_attribute("open") is not None
+    details = gate.locator(".step-body").inner_text()
+    for key in ("gate_score", "threshold", "top_cosine", "coverage"):
+        assert key in details
+    summary = page.inner_text("#chain-summary")
+    assert "Total latency" in summary and "run_" in summary
+    gate.scroll_into_view_if_needed()
+    page.evaluate("document.querySelector(\"#run-chain\").scrollIntoView({block: 'start'})")
+    shot(page, "run-chain.png")
+
+
+def test_refusal_is_a_state_with_its_reason(e5_server: str, page: Any) -> None:
+    page.goto(e5_server + "/")
+    assert ask(page, REFUSED_Q) == "refused", page.inner_text("#answer")
+    assert page.is_visible("#refusal")
+    assert "gate score" in page.inner_text("#refusal-reason")
+    assert page.is_hidden("#answer-error")
+    assert page.locator("#answer-text .cite-chip").count() == 0
+    assert page.inner_text("#answer-state") == "Refused"
+    shot(page, "refusal.png")
+
+
+def test_search_result_opens_the_note_at_its_span(e5_server: str, page: Any) -> None:
+    page.goto(e5_server + "/#search")
+    page.fill("#search-query", "environment variables for the index folder")
+    page.select_option("#search-mode", "hybrid")
+    page.press("#search-query", "Enter")
+    first = page.locator("#search-results .result").first
+    first.wait_for()
+    assert page.locator("#search-results .result mark.hl").count() >= 1  # query matches highlighted
+    first.locator(".result-open").click()
+    page.wait_for_selector("#viewer-body mark.cited")
+    assert_visible_in(page, "#viewer-body mark.cited", "#viewer-body")
+    shot(page, "search.png")
+
+    # a folder filter narrows the results to that folder
+    page.fill("#search-folder", "reference")
+    page.press("#search-query", "Enter")
+    page.wait_for_function("document.querySelector('#search-status').textContent.includes('results')")
+    paths = page.locator("#search-results .result .path").all_inner_texts()
+    assert paths and all(p.startswith("reference/") for p in paths), paths
+
+
+def test_keyboard_tab_order_from_the_question(e5_server: str, page: Any) -> None:
+    page.goto(e5_server + "/")
+    page.focus("#question")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "ask-btn"
+    for tab in page.locator(".tab").all():
+        assert tab.evaluate("e => e.tagName") == "BUTTON"
+
+
+def test_notes_browser_lists_and_opens_notes(e5_server: str, page: Any) -> None:
+    if httpx.get(e5_server + "/api/notes", params={"limit": 1}).status_code == 404:
+        pytest.skip("GET /api/notes is not implemented yet (src/sunlib/server/routes_notes.py)")
+    page.goto(e5_server + "/#notes")
+    item = page.locator("#note-list .note-item").first
+    item.wait_for()
+    assert "of" in page.inner_text("#notes-status")
+    page.fill("#notes-folder", "reference")
+    page.press("#notes-folder", "Enter")
+    page.wait_for_function(
+        "[...document.querySelectorAll('#note-list .note-item .path')]"
+        ".every(p => p.textContent.startsWith('reference/'))"
+    )
+    page.locator("#note-list .note-open").first.click()
+    page.wait_for_function("document.querySelector('#viewer-body pre.note-text')?.textContent.length > 0")
+
+
+def test_note_html_and_script_render_as_text(injection_server: str, page: Any) -> None:
+    page.goto(injection_server + "/")
+    assert ask(page, "What does the marshmallow recipe need?") == "answered", page.inner_text("#answer")
+    page.locator("#answer-text .cite-chip").first.click()
+    page.wait_for_selector("#viewer-body mark.cited")
+    viewer = page.locator("#viewer-body").inner_text()
+    for payload in PAYLOADS:
+        assert payload in viewer
+    assert "<b>notes</b>" in page.inner_text("#viewer-title")  # the title is text too
+
+    page.click(".tab[data-page='search']")
+    page.fill("#search-query", "payload marshmallow")
+    page.press("#search-query", "Enter")
+    page.locator("#search-results .result").first.wait_for()
+    time.sleep(0.3)  # an onerror handler would have fired by now
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("img, script:not([src])").count() == 0
+
+
+def test_index_status_and_rebuild(injection_server: str, page: Any) -> None:
+    page.goto(injection_server + "/#index")
+    page.wait_for_selector("#index-status table")
+    text = page.inner_text("#index-status")
+    assert re.search(r"notes\s+2", text), text
+    assert "vectors pending" in text
+    page.click("#rebuild-btn")
+    page.wait_for_function("document.querySelector('#rebuild-status').textContent.startsWith('Done')")
+    assert "2 unchanged" in page.inner_text("#rebuild-status")
+    assert page.is_enabled("#rebuild-btn")
+
+
+def test_ui_is_three_static_files_that_never_build_html_from_data() -> None:
+    files = {name: (WEB_DIR / name).read_text(encoding="utf-8") for name in ("index.html", "app.js", "app.css")}
+    assert '"/static/app.js"' in files["index.html"] and '"/static/app.css"' in files["index.html"]
+    for name, text in files.items():
+        assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text), f"{name} loads something from elsewhere"
+        assert "@import" not in text and "@font-face" not in text
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
+        assert sink not in files["app.js"], sink
