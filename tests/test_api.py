@@ -49,8 +49,9 @@ class Api:
 
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         async def go() -> httpx.Response:
-            transport = httpx.ASGITransport(app=self.app, client=(self.host, 1234))
-            async with httpx.AsyncClient(transport=transport, base_url="http://test", headers=self.headers) as c:
+            # an unhandled error comes back as the 500 a real client gets, not as an exception here
+            transport = httpx.ASGITransport(app=self.app, client=(self.host, 1234), raise_app_exceptions=False)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=self.headers) as c:
                 return await c.request(method, url, **kwargs)
 
         return asyncio.run(go())
@@ -153,7 +154,9 @@ def e5_api(e5_library: Library) -> Api:
         (None, ["BM25 Retrieval", "Dense Retrieval", "Hybrid Fusion"]),  # the configured default
     ],
 )
-def test_search_modes_return_cited_snippets(api: Api, hash_library: Library, mode: str | None, steps: list[str]) -> None:
+def test_search_modes_return_cited_snippets(
+    api: Api, hash_library: Library, mode: str | None, steps: list[str]
+) -> None:
     body: dict[str, Any] = {"query": "empty ACL public", "limit": 5}
     if mode:
         body["mode"] = mode
@@ -247,7 +250,9 @@ def test_search_bad_json_and_blank_query(api: Api) -> None:
         "invalid_request",
     )
     assert "JSON" in err["message"]
-    assert_error(api.post("/api/search", content=b"[1, 2]", headers={"content-type": "application/json"}), 422, "invalid_request")
+    assert_error(
+        api.post("/api/search", content=b"[1, 2]", headers={"content-type": "application/json"}), 422, "invalid_request"
+    )
     err = assert_error(api.post("/api/search", json={"query": "   "}), 400, "bad_request")
     assert err["message"] == "the query is empty"
     err = assert_error(api.post("/api/ask", json={"question": " \n "}), 400, "bad_request")
@@ -635,12 +640,19 @@ def test_rag_benchmark_run_streams_progress_and_report(api: Api) -> None:
 def test_rag_benchmark_bad_qa_sets(api: Api, tmp_path: Path) -> None:
     err = assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "no-such-set"}), 400, "bad_request")
     assert "no-such-set" in err["message"]
-    bad = tmp_path / "bad.jsonl"
+    vault = api.app.state.sunlib.library.vault
     good = {"id": "q1", "type": "fact", "question": "How do I rebuild?", "gold_files": ["x.md"]}
+    outside = tmp_path / "elsewhere.jsonl"  # a QA file outside the vault is never read
+    outside.write_text(json.dumps(good) + "\n", encoding="utf-8")
+    assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": str(outside)}), 400, "bad_request")
+    assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "../elsewhere.jsonl"}), 400, "bad_request")
+    bad = vault / "bad.jsonl"
     bad.write_text(json.dumps(good) + "\n{not json\n", encoding="utf-8")
-    err = assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": str(bad)}), 400, "bad_dataset")
-    assert f"{bad}:2: not JSON" in err["message"]
-    assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "sample_vault", "limit": 0}), 422, "invalid_request")
+    err = assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "bad.jsonl"}), 400, "bad_dataset")
+    assert ":2: not JSON" in err["message"]
+    assert_error(
+        api.post("/api/benchmarks/rag/runs", json={"qa_set": "sample_vault", "limit": 0}), 422, "invalid_request"
+    )
     assert api.get("/api/index/status").status_code == 200  # nothing was queued or broken
 
 
@@ -663,14 +675,12 @@ def test_body_over_the_limit_is_413(open_hash: Callable[..., Library]) -> None:
     err = assert_error(api.post("/api/search", json=big), 413, "too_large")
     assert "2048" in err["message"]
     assert_error(api.post("/api/ask", json={"question": "x", "filters": {"tags": ["t" * 40] * 50}}), 413, "too_large")
-    lying = api.post("/api/search", content=b"{}", headers={"content-length": "abc", "content-type": "application/json"})
+    lying = api.post(
+        "/api/search", content=b"{}", headers={"content-length": "abc", "content-type": "application/json"}
+    )
     assert_error(lying, 413, "too_large")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BodyLimit (src/sunlib/server/app.py) checks only Content-Length: a chunked body is never limited",
-)
 def test_chunked_body_over_the_limit_is_413(open_hash: Callable[..., Library]) -> None:
     api = Api(create_app(open_hash(server={"max_body_bytes": 2048})))
     payload = json.dumps({"query": "index " * 400}).encode()
@@ -683,13 +693,38 @@ def test_chunked_body_over_the_limit_is_413(open_hash: Callable[..., Library]) -
     assert_error(r, 413, "too_large")
 
 
+def test_unindexed_vault_is_not_an_internal_error(vault: Path) -> None:
+    lib = Library.open(vault, embedding={"provider": "hash"})  # what `sunlib serve --no-index` serves
+    try:
+        api = Api(create_app(lib))
+        bm25 = api.post("/api/search", json={"query": "index", "mode": "bm25"})
+        assert bm25.status_code == 200 and bm25.json()["results"] == []
+        for r in (
+            api.post("/api/search", json={"query": "index", "mode": "dense"}),
+            api.post("/api/search", json={"query": "index", "mode": "hybrid"}),
+            api.post("/api/ask", json={"question": "How do I rebuild the index?"}),
+        ):
+            assert r.status_code in (200, 503), r.text
+            if r.status_code == 503:
+                assert_error(r, 503, "index_error")
+    finally:
+        lib.close()
+
+
 def test_cors_is_closed_by_default(api: Api) -> None:
     preflight = {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
     r = api.request("OPTIONS", "/api/search", headers=preflight)
     assert "access-control-allow-origin" not in r.headers
     assert_error(r, 405, "method_not_allowed")
+    # a page on another site cannot make the browser ask, search or write for it (CSRF)
     r = api.post("/api/search", json={"query": "index"}, headers={"Origin": "http://evil.example"})
-    assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+    assert "access-control-allow-origin" not in r.headers
+    assert_error(r, 403, "forbidden")
+    assert_error(api.post("/api/index/rebuild", headers={"Origin": "http://evil.example"}), 403, "forbidden")
+    same = api.post("/api/search", json={"query": "index"}, headers={"Origin": "http://127.0.0.1"})
+    assert same.status_code == 200  # the UI's own origin
+    # DNS rebinding: without tokens only a loopback Host is served
+    assert_error(api.get("/api/runs", headers={"Host": "evil.example:8765"}), 403, "forbidden")
 
 
 def test_cors_opens_for_configured_origins(open_hash: Callable[..., Library]) -> None:

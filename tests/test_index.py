@@ -438,3 +438,18 @@ def test_chunker_change_rechunks_every_note_into_a_new_space(vault: Path) -> Non
 
         again = fixed.index()
         assert again.changed == [] and again.chunks_written == 0
+
+
+def test_moved_note_keeps_its_id_after_a_later_edit(hash_library: Library) -> None:
+    vault = hash_library.vault
+    src, dst = vault / "guide/search/search-modes.md", vault / "guide/search/modes-moved.md"
+    before = {p: nid for nid, p, _ in hash_library.store.iter_notes()}["guide/search/search-modes.md"]
+    src.rename(dst)
+    (vault / "guide/search/search-modes.metadata.yaml").rename(vault / "guide/search/modes-moved.metadata.yaml")
+    hash_library.index()
+    with dst.open("a", encoding="utf-8") as fh:
+        fh.write("\nOne more sentence after the move.\n")
+    report = hash_library.index()
+    assert report.changed == ["guide/search/modes-moved.md"]
+    after = {p: nid for nid, p, _ in hash_library.store.iter_notes()}
+    assert after["guide/search/modes-moved.md"] == before  # not note_id_for the new path

@@ -25,6 +25,11 @@ import httpx
 import pytest
 import uvicorn
 
+from llm_server import ChatServer
+from llm_server import Script as LLMScript
+from llm_server import sources as llm_sources
+from llm_server import start as start_llm
+from llm_server import user_message as llm_user_message
 from sunlib import Library
 from sunlib.server.app import WEB_DIR, create_app
 
@@ -91,17 +96,49 @@ INJECTION = (
 PAYLOADS = ('<img src=x onerror="window.__pwned=1">', "<script>window.__pwned=2</script>")
 
 
-@pytest.fixture(scope="module")
-def injection_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A tiny vault whose note carries HTML/JS payloads; hash embedder, the gate open (threshold 0)."""
-    vault = tmp_path_factory.mktemp("web_injection") / "vault"
+TOMATOES = "Tomatoes need sun and water every day."
+OPEN_GATE = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+
+
+def tiny_vault(root: Path) -> Path:
+    """Two notes: one carrying HTML/JS payloads, one plain."""
+    vault = root / "vault"
     (vault / "kitchen").mkdir(parents=True)
     (vault / "kitchen" / "marshmallow.md").write_text(INJECTION, encoding="utf-8")
-    (vault / "garden.md").write_text("# Garden\n\nTomatoes need sun and water every day.\n", encoding="utf-8")
+    (vault / "garden.md").write_text(f"# Garden\n\n{TOMATOES}\n", encoding="utf-8")
+    return vault
+
+
+@pytest.fixture(scope="module")
+def injection_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tiny vault with the hash embedder and the extractive writer, the gate open (threshold 0)."""
+    vault = tiny_vault(tmp_path_factory.mktemp("web_injection"))
+    lib = Library.open(vault, embedding={"provider": "hash"}, answer=OPEN_GATE)
+    lib.index()
+    try:
+        with serve(lib) as url:
+            yield url
+    finally:
+        lib.close()
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ChatServer]:
+    server, stop = start_llm()
+    try:
+        yield server
+    finally:
+        stop()
+
+
+@pytest.fixture(scope="module")
+def streaming_server(tmp_path_factory: pytest.TempPathFactory, llm: ChatServer) -> Iterator[str]:
+    """The tiny vault answered by a (local, scripted) OpenAI-compatible writer that streams tokens."""
     lib = Library.open(
-        vault,
+        tiny_vault(tmp_path_factory.mktemp("web_stream")),
         embedding={"provider": "hash"},
-        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0},
+        answer={"writer": "openai", "router": "rules", **OPEN_GATE},
+        llm={"base_url": llm.base_url, "model": "test-model", "timeout_s": 10, "max_retries": 0},
     )
     lib.index()
     try:
@@ -177,8 +214,12 @@ def test_cited_answer_opens_the_cited_span_and_shows_the_run_chain(e5_server: st
     chips.first.click()
     mark = page.wait_for_selector("#viewer-body mark.cited")
     assert norm(citations[chunk_id]["quote"]) in norm(mark.text_content() or "")
+    # the whole note is shown (the mark sits inside its text), not only the quote
+    note_text = page.locator("#viewer-body pre.note-text").text_content() or ""
+    assert len(note_text) > len(mark.text_content() or "") and note_text.lstrip().startswith(("---", "#"))
     assert page.inner_text("#viewer-title") == citations[chunk_id]["title"]
     assert_visible_in(page, "#viewer-body mark.cited", "#viewer-body")
+    assert page.locator("#viewer-body .warning, #viewer-body .error").count() == 0
     shot(page, "cited-span.png")
 
     page.click("#run-chain > summary")
@@ -208,6 +249,14 @@ def test_refusal_is_a_state_with_its_reason(e5_server: str, page: Any) -> None:
     assert page.inner_text("#answer-state") == "Refused"
     shot(page, "refusal.png")
 
+    # the saved run reloads from /api/runs with its outcome and its chain
+    page.reload()
+    page.click("#history > summary")
+    page.locator("#run-list button", has_text=REFUSED_Q).first.click()
+    page.wait_for_selector("#answer.refused")
+    assert "gate score" in page.inner_text("#refusal-reason")
+    assert page.locator("#chain-steps .step-card").count() == len(STEPS)
+
 
 def test_search_result_opens_the_note_at_its_span(e5_server: str, page: Any) -> None:
     page.goto(e5_server + "/#search")
@@ -228,6 +277,38 @@ def test_search_result_opens_the_note_at_its_span(e5_server: str, page: Any) -> 
     page.wait_for_function("document.querySelector('#search-status').textContent.includes('results')")
     paths = page.locator("#search-results .result .path").all_inner_texts()
     assert paths and all(p.startswith("reference/") for p in paths), paths
+
+
+def test_answer_streams_in_token_by_token(streaming_server: str, llm: ChatServer, page: Any) -> None:
+    def reply(body: dict[str, Any]) -> str:
+        (chunk_id,) = [cid for cid, src in llm_sources(llm_user_message(body)).items() if TOMATOES in src["text"]]
+        return f"{TOMATOES} [ref:{chunk_id}]"
+
+    release = threading.Event()  # the writer holds its stream after the first delta until this is set
+    llm.writer = LLMScript(reply=reply, delta_size=5, after_first_delta=release)
+    # every state of the answer text as the page renders it
+    page.add_init_script(
+        """window.__states = [];
+        new MutationObserver(() => {
+          const t = document.querySelector('#answer-text');
+          if (t) window.__states.push(t.textContent);
+        }).observe(document, {subtree: true, childList: true, characterData: true});"""
+    )
+    page.goto(streaming_server + "/")
+    page.fill("#question", "What do tomatoes need?")
+    page.click("#ask-btn")
+    page.wait_for_function("document.querySelector('#answer-text').textContent.startsWith('Tomat')")
+    assert "streaming" in (page.get_attribute("#answer", "class") or "")  # first tokens shown mid-stream
+    assert page.get_attribute("#answer", "aria-busy") == "true"
+    release.set()
+    page.wait_for_selector("#answer.answered")
+    assert llm.writer.waited_ok is True
+    assert page.inner_text("#answer-text").startswith(TOMATOES)
+    assert page.locator("#answer-text .cite-chip:not([disabled])").count() == 1
+    states = page.evaluate("window.__states")
+    assert not any("[r" in s for s in states), states  # a half-received [ref:…] marker never shows
+    page.locator("#answer-text .cite-chip").click()
+    assert TOMATOES in (page.wait_for_selector("#viewer-body mark.cited").text_content() or "")
 
 
 def test_keyboard_tab_order_from_the_question(e5_server: str, page: Any) -> None:

@@ -101,6 +101,7 @@ def sync_text(store: SqliteStore, vault: Path, settings: IndexSettings, progress
                         note = dataclasses.replace(note, note_id=note_id_for(f"{vf.rel_path}\x1f{digest}"))
                     report.added.append(vf.rel_path)
                 else:
+                    note = dataclasses.replace(note, note_id=previous.note_id)  # a moved note keeps its id
                     report.changed.append(vf.rel_path)
                 chunks = chunker.chunk(note, parsed)
                 tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .config import Settings, load_settings
 from .contracts import AskResult, SearchFilters, SearchResult
@@ -66,6 +66,7 @@ class Library:
         self._store: SqliteStore | None = None
         self._embedder: Embedder | None = None
         self._asker: Asker | None = None
+        self._rescore: tuple[Embedder, Space] | Literal[False] | None = None
 
     @classmethod
     def open(cls, vault: str | Path, config: str | Path | None = None, **overrides: Any) -> Library:
@@ -112,16 +113,21 @@ class Library:
         """Bring the index up to date with the vault: text first, then (optionally) vectors."""
         report = sync_text(self.store, self.vault, self.settings.index, progress or _quiet)
         if self.settings.index.embed if embed is None else embed:
-            embed_pending(
-                self.store, self.embedder, self.space, self.settings.embedding.batch_size, report, progress or _quiet
-            )
-            second = rescore_space(self.settings)
-            if second is not None:  # vectors for the fusion reranker, in their own space
-                embedder, space = second
-                batch = self.settings.embedding.batch_size
-                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
+            self.embed(report, progress)
         else:
             report.vectors_pending = self.store.count_pending(self.space)[0]
+        return report
+
+    def embed(self, report: IndexReport | None = None, progress: Progress | None = None) -> IndexReport:
+        """Embed every chunk without a vector: the active space, then the fusion reranker's, if any."""
+        report = report or IndexReport()
+        batch = self.settings.embedding.batch_size
+        embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
+        if self._rescore is None:
+            self._rescore = rescore_space(self.settings) or False
+        if self._rescore:  # vectors for the fusion reranker, in their own space
+            embedder, space = self._rescore
+            embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
         return report
 
     def search(

@@ -120,7 +120,7 @@ def sidecar_name(name: str) -> str:
 
 # -- folders held open -----------------------------------------------------------------------
 
-_FD_OPS = {os.open, os.mkdir, os.link, os.unlink, os.rename, os.stat}
+_FD_OPS = {os.open, os.mkdir, os.rmdir, os.link, os.unlink, os.rename, os.stat}
 USE_DIR_FD = os.supports_dir_fd >= _FD_OPS and hasattr(os, "O_NOFOLLOW") and hasattr(os, "O_DIRECTORY")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -159,9 +159,11 @@ class _Dir:
         except FileNotFoundError:
             return None
 
-    def child(self, name: str, create: bool) -> _Dir:
-        """The subfolder ``name`` (made if missing and ``create``); never through a link."""
+    def child(self, name: str, create: bool) -> tuple[_Dir, bool]:
+        """(the subfolder ``name``, whether this call made it); made only if missing and ``create``,
+        never opened through a link."""
         st = self.lstat(name)
+        made = False
         if st is None:
             if not create:
                 raise FileNotFoundError(errno.ENOENT, "no such folder", str(self.path / name))
@@ -170,6 +172,8 @@ class _Dir:
                     os.mkdir(name, 0o777, dir_fd=self.fd)
                 else:
                     os.mkdir(self.path / name)
+                made = True
+                self.sync()  # the new folder's entry survives a crash along with what goes in it
             st = self.lstat(name)
         if st is None:
             raise FileNotFoundError(errno.ENOENT, "folder vanished", str(self.path / name))
@@ -178,12 +182,20 @@ class _Dir:
         if not stat.S_ISDIR(st.st_mode):
             raise Conflict(f"{name!r} is a file, not a folder")
         if self.fd is None:
-            return _Dir(self.path / name, None)
+            return _Dir(self.path / name, None), made
         try:
             fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC, dir_fd=self.fd)
         except OSError as exc:  # swapped for a link or a file after the lstat above
             raise BadPath(f"{name!r} is not a plain folder") from exc
-        return _Dir(self.path / name, fd)
+        return _Dir(self.path / name, fd), made
+
+    def rmdir(self, name: str) -> None:
+        """Remove an empty subfolder; a folder that is not empty (or gone) stays as it is."""
+        with contextlib.suppress(OSError):
+            if self.fd is not None:
+                os.rmdir(name, dir_fd=self.fd)
+            else:
+                os.rmdir(self.path / name)
 
     def open_new(self, name: str, mode: int = 0o666) -> int:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC | _BINARY
@@ -232,17 +244,25 @@ class _Dir:
 
 @contextlib.contextmanager
 def _parent(vault: Path, rel: str, create: bool) -> Iterator[tuple[_Dir, str]]:
-    """(folder, file name) of a checked path; folders opened from the vault root down."""
+    """(folder, file name) of a checked path; folders opened from the vault root down. When the
+    work fails, the folders this call made are removed again (if still empty)."""
     parts = rel.split("/")
-    here = _Dir.root(vault)
+    chain = [_Dir.root(vault)]
+    made: list[int] = []  # positions in chain of the folders made here
     try:
         for name in parts[:-1]:
-            below = here.child(name, create)
-            here.close()
-            here = below
-        yield here, parts[-1]
+            below, new = chain[-1].child(name, create)
+            chain.append(below)
+            if new:
+                made.append(len(chain) - 1)
+        yield chain[-1], parts[-1]
+    except BaseException:
+        for i in reversed(made):
+            chain[i - 1].rmdir(parts[i - 1])
+        raise
     finally:
-        here.close()
+        for folder in reversed(chain):
+            folder.close()
 
 
 def _regular(folder: _Dir, name: str, required: bool) -> os.stat_result | None:

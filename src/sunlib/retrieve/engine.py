@@ -111,6 +111,9 @@ class SearchEngine:
         """Visible chunks without a vector (warned about, never silent); None when there are no vectors at all."""
         if self.store.fully_embedded(space):  # two counts; skips the per-filter scan in the common case
             return 0
+        if not self.store.has_space(space):
+            tracer.warn(f"dense route skipped: no vectors in {space.provider}:{space.model} yet; run `sunlib index`")
+            return None
         missing, total = self.store.count_pending(space, req.principals, req.filters)
         if total and missing == total:
             others = {sp["provider"] for sp in self.store.spaces() if sp["vectors"] and sp["name"] != space.name}

@@ -11,11 +11,11 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..config import Settings
@@ -34,16 +34,36 @@ class ServerState:
     jobs: Jobs
 
 
-class BodyLimit(BaseHTTPMiddleware):
-    def __init__(self, app: object, limit: int) -> None:
-        super().__init__(app)  # type: ignore[arg-type]
-        self.limit = limit
+class BodyLimit:
+    """413 for a body over the limit, whether it declares its length or arrives chunked."""
 
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        length = request.headers.get("content-length")
-        if length and (not length.isdigit() or int(length) > self.limit):
-            return JSONResponse(errors.body("too_large", f"request body over {self.limit} bytes"), status_code=413)
-        return await call_next(request)
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await self._too_large(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise HTTPException(413, f"request body over {self.limit} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = JSONResponse(errors.body("too_large", f"request body over {self.limit} bytes"), status_code=413)
+        await response(scope, receive, send)
 
 
 def create_app(library: Library) -> FastAPI:

@@ -43,6 +43,7 @@ class Jobs:
     def __init__(self) -> None:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self._turns: dict[str, threading.Lock] = {}  # one job of a kind runs at a time; others wait queued
 
     def start(self, kind: str, principals: tuple[str, ...], work: Callable[[Job], Any], prefix: str = "job") -> Job:
         job = Job(f"{prefix}_{uuid.uuid4().hex[:16]}", kind, principals)
@@ -64,6 +65,12 @@ class Jobs:
         job.events.append({"event": "progress", **job.view()})
 
     def _run(self, job: Job, work: Callable[[Job], Any]) -> None:
+        with self._lock:
+            turn = self._turns.setdefault(job.kind, threading.Lock())
+        with turn:
+            self._work(job, work)
+
+    def _work(self, job: Job, work: Callable[[Job], Any]) -> None:
         job.status = "running"
         job.events.append({"event": "running", **job.view()})
         try:

@@ -23,8 +23,8 @@ from .schemas import RagRunBody
 router = APIRouter(prefix="/api", tags=["index and benchmarks"])
 
 
-def _readable(job: Job | None, principals: tuple[str, ...], kind: str) -> Job:
-    if job is None or job.kind != kind or not set(job.principals) <= set(principals):
+def _readable(job: Job | None, principals: tuple[str, ...], *kinds: str) -> Job:
+    if job is None or job.kind not in kinds or not set(job.principals) <= set(principals):
         raise ApiError(404, "not_found", "no such job")
     return job
 
@@ -60,16 +60,22 @@ def rebuild(request: Request, principals: tuple[str, ...] = Depends(principals_f
 
 @router.get("/index/jobs/{job_id}")
 def index_job(job_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
-    job = _readable(request.app.state.sunlib.jobs.get(job_id), principals, "rebuild")
+    job = _readable(request.app.state.sunlib.jobs.get(job_id), principals, "rebuild", "embed")
     return {**job.view(), "result": job.result}
 
 
-def _qa_path(name: str) -> Path:
-    if name == "sample_vault":
-        return Path(str(resources.files("sunlib") / "qa" / "sample_vault.jsonl"))
-    path = Path(name).expanduser()
-    if not path.is_file():
-        raise ApiError(400, "bad_request", f"unknown QA set {name!r}: use 'sample_vault' or a JSONL path")
+BUNDLED_QA = ("sample_vault", "sample_vault_calibration")
+
+
+def _qa_path(name: str, vault: Path) -> Path:
+    """A bundled QA set by name, or a .jsonl file inside the vault (never elsewhere on the server)."""
+    if name in BUNDLED_QA:
+        return Path(str(resources.files("sunlib") / "qa" / f"{name}.jsonl"))
+    path = (vault / name).resolve()
+    if path.suffix != ".jsonl" or not path.is_relative_to(vault.resolve()) or not path.is_file():
+        raise ApiError(
+            400, "bad_request", f"unknown QA set {name!r}: use {' or '.join(BUNDLED_QA)}, or a .jsonl file in the vault"
+        )
     return path
 
 
@@ -80,7 +86,7 @@ def start_rag_run(
     """Queue `eval rag` on a QA set; progress streams from .../events; the report has every case
     and total_cases / successful_cases / failed_cases / failure_rate."""
     state = request.app.state.sunlib
-    cases = load_qa(_qa_path(body.qa_set))[: body.limit]
+    cases = load_qa(_qa_path(body.qa_set, state.library.vault))[: body.limit]
     lib = _worker_library(request)
 
     def work(job: Job) -> dict[str, Any]:

@@ -50,11 +50,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .. import notes_io
 from ..config import Settings
-from ..indexing import IndexReport, Progress, embed_pending, rescore_space, sync_paths
+from ..indexing import IndexReport, Progress, sync_paths
 from ..ingest import NoteError, VaultFile, load_note
 from ..library import Library
-from ..providers import Embedder
-from ..store import Space, SqliteStore
+from ..store import SqliteStore
 from .app import ServerState
 from .auth import principals_for
 from .errors import ApiError
@@ -113,19 +112,10 @@ class _Worker:
     def __init__(self, library: Library) -> None:
         self.library = library
         self.lock = threading.Lock()
-        self._rescore: tuple[Embedder, Space] | bool | None = False
 
     def embed(self, progress: Progress) -> IndexReport:
         """Embed every chunk without a vector, as `sunlib index` does after the text phase."""
-        lib, report = self.library, IndexReport()
-        batch = lib.settings.embedding.batch_size
-        embed_pending(lib.store, lib.embedder, lib.space, batch, report, progress)
-        if self._rescore is False:
-            self._rescore = rescore_space(lib.settings)
-        if isinstance(self._rescore, tuple):  # vectors for the fusion reranker, in their own space
-            embedder, space = self._rescore
-            embed_pending(lib.store, embedder, space, batch, report, progress, active=False)
-        return report
+        return self.library.embed(progress=progress)
 
 
 _WORKERS = threading.Lock()
@@ -178,6 +168,10 @@ def _vault_errors() -> Iterator[None]:
         raise ApiError(400, "bad_path", str(exc)) from None
     except notes_io.Conflict as exc:
         raise ApiError(409, "conflict", str(exc)) from None
+    except FileNotFoundError as exc:  # removed on disk between the check and the write
+        raise ApiError(409, "conflict", f"a file or folder went away on disk meanwhile: {exc.strerror}") from None
+    except OSError as exc:  # a read-only vault, a full disk: say so, without a traceback
+        raise ApiError(500, "write_failed", f"cannot write to the vault: {exc.strerror or exc}") from None
 
 
 def _checked(path: str) -> str:

@@ -50,5 +50,8 @@ class AskBody(BaseModel):
 class RagRunBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    qa_set: str = Field("sample_vault", description="a bundled QA set name (sample_vault) or a QA JSONL path")
+    qa_set: str = Field(
+        "sample_vault",
+        description="a bundled QA set (sample_vault, sample_vault_calibration) or a .jsonl path in the vault",
+    )
     limit: int | None = Field(None, ge=1, le=10_000)

@@ -175,6 +175,7 @@
   for (const tab of document.querySelectorAll(".tab")) {
     tab.addEventListener("click", () => showPage(tab.dataset.page));
   }
+  window.addEventListener("hashchange", () => showPage(location.hash.slice(1)));
 
   // ---------------------------------------------------------------------------------------
   // Answer text: [ref:chk_…] markers become numbered citation chips, `code` becomes <code>
@@ -647,29 +648,37 @@
       if (seq !== viewerSeq) return;
       $("#viewer-meta").textContent = "";
       body.append(el("p", { class: "error", text: `Could not load the note: ${exc.message} (${exc.status})` }));
-      if (citation) {
-        // still show what was cited, from the citation itself
-        body.append(el("p", { class: "muted", text: `Cited passage (${citation.path}, lines ${citation.start_line}–${citation.end_line}):` }));
-        body.append(el("pre", { class: "note-text" }, el("mark", { class: "cited", text: citation.quote })));
-      }
+      citedQuoteOnly(body, citation);
       return;
     }
     if (seq !== viewerSeq) return;
-    const text = typeof note.content === "string" ? note.content : "";
     $("#viewer-title").textContent = note.title || note.path;
     const meta = [note.path];
-    if (note.tags && note.tags.length) meta.push(`tags: ${note.tags.join(", ")}`);
+    const tags = listOf(note.tags);
+    if (tags.length) meta.push(`tags: ${tags.join(", ")}`);
     if (citation) {
       meta.push(`lines ${citation.start_line}–${citation.end_line}`);
       if (citation.heading_path && citation.heading_path.length) meta.push(citation.heading_path.join(" › "));
     }
     $("#viewer-meta").textContent = meta.join(" · ");
+    if (typeof note.content !== "string") {
+      // the file changed on disk and could not be read in step with the index
+      body.append(el("p", { class: "error", text: "The note file is out of step with the index; rebuild the index." }));
+      citedQuoteOnly(body, citation);
+      return;
+    }
+    const text = note.content;
     const pre = el("pre", { class: "note-text" });
     // Offsets are UTF-16 code units, which is what JS string indices count: slice directly.
     const start = citation ? Math.max(0, Math.min(citation.start, text.length)) : 0;
     const end = citation ? Math.max(start, Math.min(citation.end, text.length)) : 0;
     if (citation && end > start) {
-      const mark = el("mark", { class: "cited", text: text.slice(start, end), attrs: { "data-chunk-id": citation.chunk_id } });
+      const cited = text.slice(start, end);
+      if (citation.quote && squash(citation.quote) !== squash(cited)) {
+        // an old run's citation into a note edited since: the offsets may point elsewhere now
+        body.append(el("p", { class: "warning", text: "This note changed after the answer was written; the marked span may be off." }));
+      }
+      const mark = el("mark", { class: "cited", text: cited, attrs: { "data-chunk-id": citation.chunk_id } });
       pre.append(text.slice(0, start), mark, text.slice(end));
       body.append(pre);
       scrollToMark(body, mark);
@@ -679,6 +688,16 @@
       body.scrollTop = 0;
     }
     $("#viewer-title").focus({ preventScroll: true });
+  }
+
+  const squash = (s) => s.replace(/\s+/g, " ").trim();
+  const listOf = (v) => (Array.isArray(v) ? v : v ? [v] : []).map(String);
+
+  /** When the note itself cannot be shown, show at least what was cited, from the citation. */
+  function citedQuoteOnly(body, citation) {
+    if (!citation) return;
+    body.append(el("p", { class: "muted", text: `Cited passage (${citation.path}, lines ${citation.start_line}–${citation.end_line}):` }));
+    body.append(el("pre", { class: "note-text" }, el("mark", { class: "cited-quote", text: citation.quote })));
   }
 
   /** Centre the mark inside the viewer's own scroll box. (mark.scrollIntoView() would also
@@ -812,7 +831,7 @@
               on: { click: (ev) => openNote(note.note_id, null, ev.currentTarget) },
             }),
             el("span", { class: "path", text: note.path }),
-            note.tags && note.tags.length ? el("span", { class: "tags" }, note.tags.map((t) => el("span", { class: "tag", text: t }))) : null,
+            listOf(note.tags).length ? el("span", { class: "tags" }, listOf(note.tags).map((t) => el("span", { class: "tag", text: t }))) : null,
             el("span", { class: "muted", text: fmtTime(note.mtime) }),
           ),
         );
