@@ -133,6 +133,35 @@ class SearchResult:
     def warnings(self) -> tuple[str, ...]:
         return self.trace.warnings
 
+    def as_json(self, with_trace: bool = False) -> dict[str, Any]:
+        """What `sunlib search --json` prints and `POST /api/search` returns."""
+        data: dict[str, Any] = {
+            "query": self.query,
+            "mode": self.mode,
+            "total_candidates": self.total_candidates,
+            "warnings": list(self.warnings),
+            "results": [
+                {
+                    "chunk_id": h.chunk_id,
+                    "note_id": h.note_id,
+                    "path": h.path,
+                    "title": h.title,
+                    "heading_path": list(h.heading_path),
+                    "score": round(h.score, 6),
+                    "snippet": h.snippet,
+                    "highlights": [list(x) for x in h.highlights],
+                    "tags": list(h.tags),
+                    "citation": to_jsonable(h.citation),
+                    "routes": to_jsonable(h.routes),
+                }
+                for h in self.hits
+            ],
+            "run_id": self.trace.run_id,
+        }
+        if with_trace:
+            data["trace"] = to_jsonable(self.trace)
+        return data
+
 
 @dataclass(frozen=True)
 class SearchFilters:

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from .config import IndexSettings, Settings
 from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
+from .ingest.chunkers import Chunker
 from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS
 from .providers import Embedder, create_embedder
-from .store import Space, SqliteStore, embed_text_for
+from .store import NoteState, Space, SqliteStore, embed_text_for
 from .text import fts_tokens
 
 Progress = Callable[[str, int, int], None]
@@ -70,43 +71,26 @@ def sync_text(store: SqliteStore, vault: Path, settings: IndexSettings, progress
 
     todo: list[tuple[VaultFile, str]] = []
     for vf in files:
-        try:
-            digest = file_hash(vf)
-        except NoteError as exc:
-            report.failed.append((vf.rel_path, str(exc)))
-            continue
-        st = states.get(vf.rel_path)
-        if st is not None and st.content_hash == digest and st.chunker == chunker.fingerprint:
-            report.unchanged += 1
-            continue
-        todo.append((vf, digest))
+        digest = _changed_digest(vf, states.get(vf.rel_path), chunker.fingerprint, report)
+        if digest is not None:
+            todo.append((vf, digest))
 
     progress("text", 0, len(todo))
     for start in range(0, len(todo), NOTE_BATCH):
         with store.transaction():
             for vf, digest in todo[start : start + NOTE_BATCH]:
-                try:
-                    note, parsed = load_note(vf, settings.default_acl)
-                except NoteError as exc:
-                    report.failed.append((vf.rel_path, str(exc)))  # an older indexed version stays
-                    continue
-                previous = states.get(vf.rel_path)
-                moved_from = gone_by_hash.pop(digest, None) if previous is None else None
-                if moved_from is not None:
-                    note = dataclasses.replace(note, note_id=moved_from.note_id)
-                    gone.pop(moved_from.path, None)
-                    report.moved.append((moved_from.path, vf.rel_path))
-                elif previous is None:
-                    if note.note_id in taken_ids:  # a note moved away from this path kept the path's id
-                        note = dataclasses.replace(note, note_id=note_id_for(f"{vf.rel_path}\x1f{digest}"))
-                    report.added.append(vf.rel_path)
-                else:
-                    note = dataclasses.replace(note, note_id=previous.note_id)  # a moved note keeps its id
-                    report.changed.append(vf.rel_path)
-                chunks = chunker.chunk(note, parsed)
-                tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]
-                store.upsert_note(note, chunks, tokens, chunker.fingerprint)
-                report.chunks_written += len(chunks)
+                _write_note(
+                    store,
+                    chunker,
+                    settings,
+                    vf,
+                    digest,
+                    states.get(vf.rel_path),
+                    gone,
+                    gone_by_hash,
+                    taken_ids.__contains__,
+                    report,
+                )
         progress("text", min(start + NOTE_BATCH, len(todo)), len(todo))
 
     for path in sorted(gone):
@@ -117,6 +101,57 @@ def sync_text(store: SqliteStore, vault: Path, settings: IndexSettings, progress
     store.set_meta("text_indexed_at", str(time.time()))
     report.text_seconds = time.perf_counter() - t0
     return report
+
+
+def _changed_digest(vf: VaultFile, previous: NoteState | None, chunker: str, report: IndexReport) -> str | None:
+    """The file's hash when it needs (re)indexing; None when it is unchanged or unreadable (reported)."""
+    try:
+        digest = file_hash(vf)
+    except NoteError as exc:
+        report.failed.append((vf.rel_path, str(exc)))
+        return None
+    if previous is not None and previous.content_hash == digest and previous.chunker == chunker:
+        report.unchanged += 1
+        return None
+    return digest
+
+
+def _write_note(
+    store: SqliteStore,
+    chunker: Chunker,
+    settings: IndexSettings,
+    vf: VaultFile,
+    digest: str,
+    previous: NoteState | None,
+    gone: dict[str, NoteState],
+    gone_by_hash: dict[str, NoteState],
+    id_taken: Callable[[str], bool],
+    report: IndexReport,
+) -> None:
+    """Parse, chunk and store one new or changed file, deciding its id: a file whose content
+    matches a note gone from another path is that note moved (its id is kept); a changed note
+    keeps the id it is indexed under; a new note whose path id is taken gets a fallback id."""
+    try:
+        note, parsed = load_note(vf, settings.default_acl)
+    except NoteError as exc:
+        report.failed.append((vf.rel_path, str(exc)))  # an older indexed version stays
+        return
+    moved_from = gone_by_hash.pop(digest, None) if previous is None else None
+    if moved_from is not None:
+        note = dataclasses.replace(note, note_id=moved_from.note_id)
+        gone.pop(moved_from.path, None)
+        report.moved.append((moved_from.path, vf.rel_path))
+    elif previous is None:
+        if id_taken(note.note_id):  # a note moved away from this path kept the path's id
+            note = dataclasses.replace(note, note_id=note_id_for(f"{vf.rel_path}\x1f{digest}"))
+        report.added.append(vf.rel_path)
+    else:
+        note = dataclasses.replace(note, note_id=previous.note_id)  # a moved, then edited, note keeps its id
+        report.changed.append(vf.rel_path)
+    chunks = chunker.chunk(note, parsed)
+    tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]
+    store.upsert_note(note, chunks, tokens, chunker.fingerprint)
+    report.chunks_written += len(chunks)
 
 
 def space_for(embedder: Embedder, settings: IndexSettings) -> Space:
@@ -198,36 +233,22 @@ def sync_paths(store: SqliteStore, vault: Path, settings: IndexSettings, paths: 
     gone_by_hash = {st.content_hash: st for st in gone.values()}
     with store.transaction():
         for vf in found:
-            try:
-                digest = file_hash(vf)
-            except NoteError as exc:
-                report.failed.append((vf.rel_path, str(exc)))
-                continue
             previous = states.get(vf.rel_path)
-            if previous is not None and previous.content_hash == digest and previous.chunker == chunker.fingerprint:
-                report.unchanged += 1
+            digest = _changed_digest(vf, previous, chunker.fingerprint, report)
+            if digest is None:
                 continue
-            try:
-                note, parsed = load_note(vf, settings.default_acl)
-            except NoteError as exc:
-                report.failed.append((vf.rel_path, str(exc)))  # an older indexed version stays
-                continue
-            moved_from = gone_by_hash.pop(digest, None) if previous is None else None
-            if moved_from is not None:
-                note = dataclasses.replace(note, note_id=moved_from.note_id)
-                gone.pop(moved_from.path, None)
-                report.moved.append((moved_from.path, vf.rel_path))
-            elif previous is None:
-                if store.note_by_id(note.note_id) is not None:  # a note moved away from here kept the id
-                    note = dataclasses.replace(note, note_id=note_id_for(f"{vf.rel_path}\x1f{digest}"))
-                report.added.append(vf.rel_path)
-            else:
-                note = dataclasses.replace(note, note_id=previous.note_id)
-                report.changed.append(vf.rel_path)
-            chunks = chunker.chunk(note, parsed)
-            tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]
-            store.upsert_note(note, chunks, tokens, chunker.fingerprint)
-            report.chunks_written += len(chunks)
+            _write_note(
+                store,
+                chunker,
+                settings,
+                vf,
+                digest,
+                previous,
+                gone,
+                gone_by_hash,
+                lambda note_id: store.note_by_id(note_id) is not None,
+                report,
+            )
         for path in sorted(gone):
             if store.delete_note(path):
                 report.deleted.append(path)

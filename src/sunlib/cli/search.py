@@ -62,38 +62,9 @@ def search(
         principals = principals_of(as_)
         result = lib.search(query, mode=mode, filters=filters, principals=principals, limit=limit, offset=offset)
     if as_json:
-        print_json(_json_result(result, explain))
+        print_json(result.as_json(explain))
         return
     _print_result(result, explain)
-
-
-def _json_result(result: SearchResult, explain: bool) -> dict[str, object]:
-    data: dict[str, object] = {
-        "query": result.query,
-        "mode": result.mode,
-        "total_candidates": result.total_candidates,
-        "warnings": list(result.warnings),
-        "results": [
-            {
-                "chunk_id": h.chunk_id,
-                "note_id": h.note_id,
-                "path": h.path,
-                "title": h.title,
-                "heading_path": list(h.heading_path),
-                "score": round(h.score, 6),
-                "snippet": h.snippet,
-                "highlights": [list(x) for x in h.highlights],
-                "tags": list(h.tags),
-                "citation": h.citation,
-                "routes": h.routes,
-            }
-            for h in result.hits
-        ],
-        "run_id": result.trace.run_id,
-    }
-    if explain:
-        data["trace"] = result.trace
-    return data
 
 
 def _print_result(result: SearchResult, explain: bool) -> None:

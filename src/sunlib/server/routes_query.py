@@ -32,29 +32,7 @@ def search(req: SearchBody, request: Request, principals: tuple[str, ...] = Depe
         result = state.library.search(
             req.query, req.mode, req.filters.contract(), principals, limit=req.limit, offset=req.offset
         )
-    return {
-        "query": result.query,
-        "mode": result.mode,
-        "total_candidates": result.total_candidates,
-        "warnings": list(result.warnings),
-        "results": [
-            {
-                "chunk_id": h.chunk_id,
-                "note_id": h.note_id,
-                "path": h.path,
-                "title": h.title,
-                "heading_path": list(h.heading_path),
-                "score": round(h.score, 6),
-                "snippet": h.snippet,
-                "highlights": [list(x) for x in h.highlights],
-                "citation": to_jsonable(h.citation),
-                "routes": to_jsonable(h.routes),
-            }
-            for h in result.hits
-        ],
-        "run_id": result.trace.run_id,
-        "trace": to_jsonable(result.trace),
-    }
+    return result.as_json(with_trace=True)
 
 
 def frame_json(result: AskResult) -> dict[str, Any]:
