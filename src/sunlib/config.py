@@ -37,6 +37,9 @@ class IndexSettings(BaseModel):
     # ACL of a note that declares none. An explicit empty list stays empty: nobody sees it.
     default_acl: list[str] = Field(default_factory=lambda: ["public"])
     embed: bool = True  # compute vectors during `sunlib index` (BM25 works before they are done)
+    # A larger file is reported and skipped: parsing cost grows with size (a 50 MB file of blank
+    # lines took 7 GB of memory), and no note needs to be a book.
+    max_note_bytes: int = Field(10_000_000, ge=1024)
 
 
 class EmbeddingSettings(BaseModel):
@@ -93,9 +96,9 @@ class AnswerSettings(BaseModel):
     # embedding space (`sunlib eval calibrate`) are stored in the index and win over these.
     # The defaults were calibrated for the default e5 space on the bundled calibration set
     # (src/sunlib/qa/sample_vault_calibration.jsonl); recalibrate for another model.
-    gate_threshold: float = Field(0.8725, ge=0.0, le=1.0)
+    gate_threshold: float = Field(0.8727, ge=0.0, le=1.0)
     gate_cosine_weight: float = Field(0.9, ge=0.0, le=1.0)
-    gate_threshold_bm25: float = Field(0.5057, ge=0.0, le=1.0)  # when no dense score exists
+    gate_threshold_bm25: float = Field(0.5033, ge=0.0, le=1.0)  # when no dense score exists
     # Seed 002 phase 4: confidence (mean coverage of the top 3 chunks) below these warns.
     confidence_warn: float = Field(0.3, ge=0.0, le=1.0)
     confidence_caution: float = Field(0.5, ge=0.0, le=1.0)

@@ -71,7 +71,7 @@ def sync_text(store: SqliteStore, vault: Path, settings: IndexSettings, progress
 
     todo: list[tuple[VaultFile, str]] = []
     for vf in files:
-        digest = _changed_digest(vf, states.get(vf.rel_path), chunker.fingerprint, report)
+        digest = _changed_digest(vf, states.get(vf.rel_path), chunker.fingerprint, settings.max_note_bytes, report)
         if digest is not None:
             todo.append((vf, digest))
 
@@ -103,8 +103,16 @@ def sync_text(store: SqliteStore, vault: Path, settings: IndexSettings, progress
     return report
 
 
-def _changed_digest(vf: VaultFile, previous: NoteState | None, chunker: str, report: IndexReport) -> str | None:
-    """The file's hash when it needs (re)indexing; None when it is unchanged or unreadable (reported)."""
+def _changed_digest(
+    vf: VaultFile, previous: NoteState | None, chunker: str, max_bytes: int, report: IndexReport
+) -> str | None:
+    """The file's hash when it needs (re)indexing; None when it is unchanged, too large or unreadable
+    (the last two reported; an older indexed version stays)."""
+    if vf.size > max_bytes:
+        report.failed.append(
+            (vf.rel_path, f"note is {vf.size:,} bytes; the limit is {max_bytes:,} ([index] max_note_bytes)")
+        )
+        return None
     try:
         digest = file_hash(vf)
     except NoteError as exc:
@@ -234,7 +242,7 @@ def sync_paths(store: SqliteStore, vault: Path, settings: IndexSettings, paths: 
     with store.transaction():
         for vf in found:
             previous = states.get(vf.rel_path)
-            digest = _changed_digest(vf, previous, chunker.fingerprint, report)
+            digest = _changed_digest(vf, previous, chunker.fingerprint, settings.max_note_bytes, report)
             if digest is None:
                 continue
             _write_note(

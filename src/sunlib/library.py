@@ -82,7 +82,10 @@ class Library:
     @property
     def store(self) -> SqliteStore:
         if self._store is None:
-            self.index_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.index_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(f"cannot create the index folder {self.index_dir}: {exc.strerror or exc}") from None
             self._store = SqliteStore(self.db_path, self.settings.search.dense_engine)
         return self._store
 

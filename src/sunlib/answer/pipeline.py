@@ -108,7 +108,7 @@ class Asker:
         for name in RETRIEVAL_STEPS:
             if name not in names:
                 _skipped(tracer, name, "not used in this mode" if name != "Hybrid Fusion" else "only one route ran")
-        weights = term_weights(self.lib.store, question)
+        weights = term_weights(self.lib.store, question, who)
         ranked = self._rerank(question, result.hits, weights, tracer)
         selection = self._select(ranked, weights, tracer)
         if not selection.passed:

@@ -134,8 +134,8 @@ def runs_list(
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
 ) -> None:
     """Runs you may read: those asked as principals you also hold."""
-    if limit < 1 or offset < 0:
-        raise UserError("--limit must be >= 1 and --offset >= 0")
+    if not (1 <= limit <= 10_000 and 0 <= offset <= 10_000_000):
+        raise UserError("--limit must be 1..10000 and --offset 0..10000000")
     with open_library(vault, config) as lib:
         require_index(lib)
         principals = principals_of(as_) or lib.settings.search.principals

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +12,7 @@ from rich.table import Table
 from ..config import merge
 from ..library import Library
 from .app import app
-from .common import err, out, print_json, remember_vault
+from .common import out, print_json, remember_vault
 from .progress import ProgressBars
 
 
@@ -55,7 +56,7 @@ def index(
     out.print(table)
     if status:
         out.print(f"space {status['active_space']}: {status['vectors_total']} vectors")
-    for p, reason in report.failed:
-        err.print(f"failed: {p}: {reason}")
+    for p, reason in report.failed:  # plain text: a file name may look like rich markup
+        sys.stderr.write(f"failed: {p}: {' '.join(reason.split())}\n")
     if no_embed:
         out.print("text index ready (BM25 search works now); run `sunlib index` again to add vectors")

@@ -100,7 +100,10 @@ def evaluate_retrieval(
                 t0 = time.perf_counter()
                 hits = list(lib.search(text, mode=mode, limit=CHUNK_POOL).hits)
                 if reranker is not None:
-                    hits = [r.hit for r in reranker.rerank(text, hits, term_weights(lib.store, text))]
+                    hits = [
+                        r.hit
+                        for r in reranker.rerank(text, hits, term_weights(lib.store, text, settings.search.principals))
+                    ]
                 latencies.append((time.perf_counter() - t0) * 1000.0)
                 ranked = list(dict.fromkeys(mapping[h.path] for h in hits))[:DOC_POOL]
             else:

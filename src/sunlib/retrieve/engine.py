@@ -55,13 +55,14 @@ class SearchEngine:
         # query are slices of one fused ranking (they never overlap).
         pool = max(self.settings.candidates, req.limit)
         lists: dict[str, list[tuple[int, float]]] = {}
-        if req.mode in ("bm25", "hybrid"):
-            lists["bm25"] = self._bm25(req, pool, tracer)
-        if req.mode in ("dense", "hybrid"):
-            dense = self._dense(req, pool, tracer)
-            if dense is not None:
-                lists["dense"] = dense
-        rows = self.store.fetch_chunks(sorted({rowid for items in lists.values() for rowid, _ in items}))
+        with self.store.snapshot():  # the routes and the rows they name come from one state
+            if req.mode in ("bm25", "hybrid"):
+                lists["bm25"] = self._bm25(req, pool, tracer)
+            if req.mode in ("dense", "hybrid"):
+                dense = self._dense(req, pool, tracer)
+                if dense is not None:
+                    lists["dense"] = dense
+            rows = self.store.fetch_chunks(sorted({rowid for items in lists.values() for rowid, _ in items}))
         ranked = self._fuse(req, lists, rows, tracer)
         terms = query_terms(req.query)
         page = ranked[req.offset : req.offset + req.limit]

@@ -71,8 +71,12 @@ def _qa_path(name: str, vault: Path) -> Path:
     """A bundled QA set by name, or a .jsonl file inside the vault (never elsewhere on the server)."""
     if name in BUNDLED_QA:
         return Path(str(resources.files("sunlib") / "qa" / f"{name}.jsonl"))
-    path = (vault / name).resolve()
-    if path.suffix != ".jsonl" or not path.is_relative_to(vault.resolve()) or not path.is_file():
+    try:
+        path = (vault / name).resolve()
+        usable = path.suffix == ".jsonl" and path.is_relative_to(vault.resolve()) and path.is_file()
+    except (ValueError, UnicodeError, OSError):  # NUL bytes, lone surrogates, unreadable paths
+        usable = False
+    if not usable:
         raise ApiError(
             400, "bad_request", f"unknown QA set {name!r}: use {' or '.join(BUNDLED_QA)}, or a .jsonl file in the vault"
         )

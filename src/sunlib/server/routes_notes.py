@@ -275,7 +275,7 @@ def _written(state: ServerState, note_id: str | None, path: str, report: IndexRe
 def list_notes(
     request: Request,
     limit: int = Query(50, ge=1, le=500),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=10_000_000),
     folder: str | None = Query(None, max_length=1024, description="notes under this folder, any depth"),
     tag: str | None = Query(None, max_length=200),
     principals: tuple[str, ...] = Depends(principals_for),

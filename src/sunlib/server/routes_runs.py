@@ -16,7 +16,7 @@ router = APIRouter(prefix="/api/runs", tags=["runs"])
 def list_runs(
     request: Request,
     limit: int = Query(20, ge=1, le=200),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=10_000_000),
     principals: tuple[str, ...] = Depends(principals_for),
 ) -> dict[str, Any]:
     state = request.app.state.sunlib

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..contracts import SearchFilters
 
@@ -18,6 +18,17 @@ class Filters(BaseModel):
     since: float | None = None  # epoch seconds
     until: float | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("folders", "tags", "note_ids", "metadata")
+    @classmethod
+    def _encodable(cls, value: list[str] | dict[str, str]) -> list[str] | dict[str, str]:
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        for item in items:
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("text is not valid Unicode (a lone surrogate)") from None
+        return value
 
     def contract(self) -> SearchFilters:
         return SearchFilters(

@@ -99,14 +99,28 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def migrate(conn: apsw.Connection) -> int:
-    """Bring the schema up to date; returns the version. Refuses an index from a newer sunlib."""
+def _version(conn: apsw.Connection) -> int:
     row = conn.execute("PRAGMA user_version").fetchone()
     current = int(row[0]) if row else 0
     if current > SCHEMA_VERSION:
         raise IndexError_(f"index schema v{current} is newer than this sunlib (v{SCHEMA_VERSION}); upgrade sunlib")
-    for version in range(current + 1, SCHEMA_VERSION + 1):
-        with conn:
+    return current
+
+
+def migrate(conn: apsw.Connection) -> int:
+    """Bring the schema up to date; returns the version. Refuses an index from a newer sunlib.
+
+    Two processes may open a new index at once: the version is read again under the write
+    lock (BEGIN IMMEDIATE), so only one of them runs each migration."""
+    if _version(conn) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for version in range(_version(conn) + 1, SCHEMA_VERSION + 1):
             conn.execute(MIGRATIONS[version - 1])
             conn.execute(f"PRAGMA user_version={version}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return SCHEMA_VERSION

@@ -32,6 +32,7 @@ from .connection import connect
 from .memory import MemoryVectors
 from .migrations import migrate
 
+OPEN_RETRY_S = 10.0  # how long opening a busy new index is retried
 VISIBLE_TABLES = 16  # cached visibility sets per connection (distinct principals/filters)
 
 
@@ -109,11 +110,30 @@ class SqliteStore:
         self.path = Path(path) if str(path) != ":memory:" else path
         self.memory_vectors: MemoryVectors | None = MemoryVectors() if dense_engine == "numpy" else None
         self._visible: OrderedDict[tuple[object, ...], str] = OrderedDict()
-        try:
-            self.conn = connect(path)
-            migrate(self.conn)
-        except apsw.Error as exc:
-            raise IndexError_(f"cannot open index {path}: {exc}") from None
+        self.conn = self._open(path)
+
+    @staticmethod
+    def _open(path: Path | str) -> apsw.Connection:
+        # Opening a brand-new file switches it to WAL and migrates it; when other processes do
+        # the same at that moment SQLite may answer "locked" without waiting (it would deadlock),
+        # so the open is retried for a while before it is an error.
+        deadline = time.monotonic() + OPEN_RETRY_S
+        while True:
+            conn = None
+            try:
+                conn = connect(path)
+                migrate(conn)
+                return conn
+            except apsw.BusyError as exc:
+                if conn is not None:
+                    conn.close()
+                if time.monotonic() > deadline:
+                    raise IndexError_(f"cannot open index {path}: {exc}") from None
+                time.sleep(0.05)
+            except apsw.Error as exc:
+                if conn is not None:
+                    conn.close()
+                raise IndexError_(f"cannot open index {path}: {exc}") from None
 
     def close(self) -> None:
         self.conn.close()
@@ -154,6 +174,11 @@ class SqliteStore:
 
     def transaction(self) -> apsw.Connection:
         """``with store.transaction(): ...`` commits on success and rolls back on error."""
+        return self.conn
+
+    def snapshot(self) -> apsw.Connection:
+        """``with store.snapshot(): ...``: several reads that see one state of the index, even
+        while another process commits (a read transaction in WAL mode)."""
         return self.conn
 
     def upsert_note(
@@ -261,7 +286,7 @@ class SqliteStore:
             )
         ]
         rows = self.fetch_chunks(ids)
-        return [rows[i] for i in ids]
+        return [rows[i] for i in ids if i in rows]  # a row deleted in between is left out
 
     def fetch_chunks(self, rowids: Sequence[int]) -> dict[int, ChunkRow]:
         if not rowids:
@@ -302,7 +327,7 @@ class SqliteStore:
             for cid, rowid in self.conn.execute(f"SELECT chunk_id, id FROM chunks WHERE chunk_id IN ({marks})", batch):
                 found[str(cid)] = int(rowid)
         rows = self.fetch_chunks(list(found.values()))
-        return [rows[found[c]] for c in chunk_ids if c in found]
+        return [rows[found[c]] for c in chunk_ids if c in found and found[c] in rows]
 
     def neighbours(self, rowid: int, radius: int) -> list[ChunkRow]:
         """Chunks of the same note within ``radius`` ordinals of this one (itself excluded), in
@@ -316,16 +341,21 @@ class SqliteStore:
             )
         ]
         rows = self.fetch_chunks(ids)
-        return [rows[i] for i in ids]
+        return [rows[i] for i in ids if i in rows]  # a row deleted in between is left out
 
-    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """(number of chunks, chunks containing each term) from the full-text index's vocabulary."""
-        total = self.conn.execute("SELECT count(*) FROM chunks").fetchone()
+    def doc_freqs(self, terms: Sequence[str], principals: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(chunks the principals may see, how many of them contain each term). Counted among
+        visible chunks only, so term statistics never tell whether a hidden note has a word."""
+        table = self.visible_table(principals, SearchFilters())
+        total = self.conn.execute(f"SELECT count(*) FROM temp.{table}").fetchone()
         found: dict[str, int] = {}
-        for batch in _batches(list(dict.fromkeys(terms)), 500):
-            marks = ",".join("?" * len(batch))
-            for term, doc in self.conn.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", batch):
-                found[str(term)] = int(doc)
+        for term in dict.fromkeys(terms):
+            row = self.conn.execute(
+                f"SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ? AND +rowid IN (SELECT id FROM temp.{table})",
+                ['"' + term.replace('"', '""') + '"'],
+            ).fetchone()
+            if row and row[0]:
+                found[term] = int(row[0])
         return (int(total[0]) if total else 0), found
 
     # -- runs ------------------------------------------------------------------------------
@@ -651,6 +681,12 @@ class SqliteStore:
     def integrity_check(self) -> str:
         row = self.conn.execute("PRAGMA quick_check").fetchone()
         return str(row[0]) if row else "unknown"
+
+    def check(self) -> dict[str, Any]:
+        """The full consistency check (sunlib.store.check) on this connection; changes nothing."""
+        from .check import check_connection
+
+        return check_connection(self.conn)
 
 
 _RUN_COLUMNS = "run_id, kind, created_at, principals, question, refused, total_ms"

@@ -52,6 +52,7 @@ class ChatClient:
             raise MissingCredentials(
                 f"the LLM at {self.base_url} needs a key: set the environment variable {settings.api_key_env}"
             )
+        self._key = key
         headers = {"Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
@@ -92,6 +93,17 @@ class ChatClient:
                 time.sleep(min(MAX_BACKOFF_S, delay))
                 attempt += 1
 
+    def _check(self, response: httpx.Response) -> None:
+        if response.status_code < 400:
+            return
+        detail = error_message(response)
+        if self._key:  # a server may echo what it was sent; the key never goes further
+            detail = detail.replace(self._key, "***")
+        message = f"HTTP {response.status_code}: {detail}"
+        if response.status_code in RETRY_STATUS:
+            raise _Retryable(message, retry_after(response))
+        raise ProviderError(f"the LLM refused the request: {message}")
+
     def _plain(self, body: dict[str, Any]) -> tuple[str, dict[str, int]]:
         try:
             response = self._client.post(f"{self.base_url}/chat/completions", json=body)
@@ -99,7 +111,7 @@ class ChatClient:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
         except httpx.HTTPError as exc:  # e.g. a body that does not decode
             raise ProviderError(f"unreadable response from the LLM: {type(exc).__name__}: {exc}") from None
-        _check(response)
+        self._check(response)
         try:
             payload = response.json()
             text = payload["choices"][0]["message"]["content"]
@@ -116,7 +128,7 @@ class ChatClient:
             with self._client.stream("POST", f"{self.base_url}/chat/completions", json=body) as response:
                 if response.status_code >= 400:
                     response.read()
-                _check(response)
+                self._check(response)
                 finished = False
                 for data in _sse_data(response.iter_lines()):
                     if data == "[DONE]":
@@ -154,15 +166,6 @@ class _Retryable(Exception):
     def __init__(self, message: str, wait: float | None = None) -> None:
         super().__init__(message)
         self.wait = wait
-
-
-def _check(response: httpx.Response) -> None:
-    if response.status_code < 400:
-        return
-    message = f"HTTP {response.status_code}: {error_message(response)}"
-    if response.status_code in RETRY_STATUS:
-        raise _Retryable(message, retry_after(response))
-    raise ProviderError(f"the LLM refused the request: {message}")
 
 
 def _sse_data(lines: Iterator[str]) -> Iterator[str]:
