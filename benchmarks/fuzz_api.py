@@ -475,7 +475,7 @@ def write_section(section: str, doc: Path = DOC) -> None:
 
 
 def run(max_examples: int, seed: int, passes: list[str], stream_examples: int) -> tuple[list[PassResult], StreamResult]:
-    with tempfile.TemporaryDirectory(prefix="sunlib-fuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="sunlib-fuzz-", ignore_cleanup_errors=True) as tmp:
         work = Path(tmp)
         results = []
         for name in passes:  # a fresh server and vault per pass: one pass's writes do not steer the next

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
+import apsw
+
 from ..errors import SunlibError
 from . import admin, ask, evaluate, index, search, serve  # noqa: F401 - registers the verbs
 from .app import app
@@ -18,6 +20,13 @@ def main() -> None:
         app()
     except SunlibError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_ERROR)
+    except apsw.FullError:
+        print(
+            "error: the disk holding the index is full; everything committed before is kept: "
+            "free some space and run the command again",
+            file=sys.stderr,
+        )
         sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:
         print("interrupted: committed work is kept; run the command again to finish", file=sys.stderr)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import ConfigError, DatasetError, IndexError_, MissingCredentials, ProviderError, SunlibError, UserError
@@ -34,6 +36,34 @@ def status_of(exc: SunlibError) -> int:
 
 def body(error: str, message: str) -> dict[str, str]:
     return {"error": error, "message": message}
+
+
+class ErrorBody(BaseModel):
+    error: str
+    message: str
+
+
+def _described(text: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": text}
+
+
+# Declared on every router, so the OpenAPI document lists what clients can really get.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _described("bad request: a bad path, query, QA set or setting"),
+    401: _described("a token is required, or it is unknown"),
+    403: _described("forbidden: not loopback without tokens, a foreign Host or a cross-site request"),
+    404: _described("not found, or not visible to you"),
+    409: _described("conflict: the path is taken"),
+    413: _described("the request body is too large"),
+    422: _described("the request body or parameters are invalid"),
+}
+SSE_EVENT = {  # one server-sent event: its name and its data, a JSON document
+    "type": "object",
+    "properties": {"event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"}},
+}
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "server-sent events", "content": {"text/event-stream": {"schema": SSE_EVENT}}}
+}
 
 
 def install(app: FastAPI) -> None:

@@ -16,11 +16,11 @@ from sse_starlette.sse import EventSourceResponse
 from ..evaluate.qa import load_qa, run_case, summarize
 from ..library import Library
 from .auth import principals_for
-from .errors import ApiError
+from .errors import ERROR_RESPONSES, SSE_RESPONSE, ApiError
 from .jobs import Job
 from .schemas import RagRunBody
 
-router = APIRouter(prefix="/api", tags=["index and benchmarks"])
+router = APIRouter(prefix="/api", tags=["index and benchmarks"], responses=ERROR_RESPONSES)
 
 
 def _readable(job: Job | None, principals: tuple[str, ...], *kinds: str) -> Job:
@@ -122,7 +122,7 @@ def rag_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends
     return {**job.view(), "run_id": job.job_id, "report": job.result}
 
 
-@router.get("/benchmarks/rag/runs/{run_id}/events")
+@router.get("/benchmarks/rag/runs/{run_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
 async def rag_run_events(
     run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> EventSourceResponse:

@@ -56,7 +56,7 @@ from ..library import Library
 from ..store import SqliteStore
 from .app import ServerState
 from .auth import principals_for
-from .errors import ApiError
+from .errors import ERROR_RESPONSES, ApiError
 from .jobs import Job
 
 MAX_NOTE_BYTES = 1_000_000  # UTF-8 bytes of a note's text
@@ -68,7 +68,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     close_worker(app)
 
 
-router = APIRouter(prefix="/api/notes", tags=["notes"], lifespan=_lifespan)
+router = APIRouter(prefix="/api/notes", tags=["notes"], lifespan=_lifespan, responses=ERROR_RESPONSES)
 
 
 # -- request bodies --------------------------------------------------------------------------

@@ -14,10 +14,10 @@ from sse_starlette.sse import EventSourceResponse
 from ..contracts import AskResult, StepTrace, to_jsonable
 from ..errors import SunlibError
 from .auth import principals_for
-from .errors import body
+from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
 from .schemas import AskBody, SearchBody
 
-router = APIRouter(prefix="/api", tags=["search and ask"])
+router = APIRouter(prefix="/api", tags=["search and ask"], responses=ERROR_RESPONSES)
 
 
 class RunCancelled(Exception):
@@ -52,7 +52,7 @@ def step_event(step: StepTrace) -> dict[str, Any]:
     return dict(to_jsonable(step))
 
 
-@router.post("/ask/stream")
+@router.post("/ask/stream", response_class=EventSourceResponse, responses=SSE_RESPONSE)
 async def ask_stream(
     req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> EventSourceResponse:

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from .auth import principals_for
-from .errors import ApiError
+from .errors import ERROR_RESPONSES, ApiError
 
-router = APIRouter(prefix="/api/runs", tags=["runs"])
+router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
 
 @router.get("")
