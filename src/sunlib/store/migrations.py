@@ -78,7 +78,7 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (space, embed_hash)
     ) WITHOUT ROWID;
     """,
-    # 2: saved runs (ask/search traces) and a term-statistics view of the full-text index
+    # 2: saved runs (ask traces) and a term-statistics view of the full-text index (the index checker)
     """
     CREATE TABLE runs (
         run_id TEXT PRIMARY KEY,
