@@ -38,6 +38,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sse import sse
 from sunlib import Library
 from sunlib.contracts import to_jsonable
 from sunlib.server import create_app
@@ -273,24 +274,6 @@ class Api:
 
 def http_principals(token: str) -> frozenset[str]:
     return frozenset({"public", *TOKENS[token]})
-
-
-def sse(text: str) -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        event, data = "message", []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-        if data:
-            out.append((event, json.loads("\n".join(data))))
-    return out
 
 
 # -- strategies -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import pytest
 import uvicorn
 
 from llm_server import ChatServer, start
+from sse import sse
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
 from sunlib.server import create_app
@@ -64,26 +65,6 @@ class Api:
 
     def as_(self, headers: dict[str, str], host: str | None = None) -> Api:
         return Api(self.app, host or self.host, headers)
-
-
-def sse(text: str) -> list[tuple[str, Any]]:
-    """(event, data) pairs of an SSE body: blank-line separated blocks of ``event:``/``data:`` lines.
-    Comment lines (``: ping``) and blocks without data are ignored; data lines are joined with newlines."""
-    out: list[tuple[str, Any]] = []
-    for block in text.replace("\r\n", "\n").replace("\r", "\n").split("\n\n"):
-        event, data = "message", []
-        for line in block.split("\n"):
-            if not line or line.startswith(":"):
-                continue
-            field, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                event = value
-            elif field == "data":
-                data.append(value)
-        if data:
-            out.append((event, json.loads("\n".join(data))))
-    return out
 
 
 def shape(events: list[tuple[str, Any]]) -> list[str]:
