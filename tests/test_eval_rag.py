@@ -151,14 +151,12 @@ def test_rag_targets_on_the_test_set(e5_library: Library) -> None:
             m["citation_correctness"] >= 0.95,
             [r["id"] for r in answered if not r["citation_correct"]],
         ),
-        # The target is 1.0; 10 of 11 are refused (zh-unans-01, about indexing time for 10,000
-        # notes, scores inside the answerable cloud), so this guards the current level.
-        ("refusal_rate", m["refusal_rate"] >= 0.9, ids(lambda r: not r["answerable"] and not r["refused"])),
+        ("refusal_rate", m["refusal_rate"] == 1.0, ids(lambda r: not r["answerable"] and not r["refused"])),
         ("unsupported_claim_rate", m["unsupported_claim_rate"] == 0.0, ids(lambda r: r["unsupported"])),
         ("answer_span_hit", m["answer_span_hit"] >= 0.95, ids(lambda r: r["span_hit"] is False)),
-        # The target for false refusals is 0.05; it is not met yet (about 0.27 with the
-        # extractive writer and the calibrated gate), so this only guards against getting worse.
-        ("false_refusal_rate", m["false_refusal_rate"] <= 0.30, ids(lambda r: r["answerable"] and r["refused"])),
+        # The target for false refusals is 0.05. It is not met: 5 of 45 are refused (0.111), four of
+        # them within 0.01 of their language's threshold (docs/evaluation.md), so this guards the level.
+        ("false_refusal_rate", m["false_refusal_rate"] <= 0.12, ids(lambda r: r["answerable"] and r["refused"])),
     ]
     missed = [f"{name}={m[name]} failing: {failing}" for name, ok, failing in targets if not ok]
     assert not missed, "\n".join(missed)
@@ -315,7 +313,7 @@ def test_calibrate_stores_the_gate_and_ask_uses_it(vault: Path, mode: str) -> No
         assert lib.store.get_meta(key) is None
     assert key == ("gate:bm25" if mode == "bm25" else "gate:hash:hash-256:256:structure-v1:500:0.15")
     before = selection_details(vault, QUESTION, "--mode", mode)
-    assert before["gate_source"] == "settings"
+    assert before["gate_source"].startswith("settings")
 
     r = sunlib("eval", "calibrate", str(CALIBRATION_QA), "--vault", str(vault), "--mode", mode, "--json", env=HASH)
     assert r.returncode == 0, r.stderr
@@ -334,8 +332,11 @@ def test_calibrate_stores_the_gate_and_ask_uses_it(vault: Path, mode: str) -> No
 
     after = selection_details(vault, QUESTION, "--mode", mode)
     assert after["gate_source"].startswith("calibrated"), after
-    assert f"on {result['questions']} questions" in after["gate_source"]
-    assert after["threshold"] == pytest.approx(result["threshold"])
+    # the question is English, and the set has enough English questions for a gate of their own
+    en = result["languages"]["en"]
+    assert after["gate_source"].endswith(f"on {en['questions']} en questions"), after
+    assert after["threshold"] == pytest.approx(en["threshold"])
+    assert stored["languages"]["en"]["threshold"] == en["threshold"]
 
 
 # -- 7. `sunlib ask` and `sunlib runs` -------------------------------------------------------------

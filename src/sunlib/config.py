@@ -76,10 +76,21 @@ class SearchSettings(BaseModel):
         return [p.strip() for p in v if p.strip()]
 
 
+DEFAULT_GATE = (0.8509, 0.9)  # threshold, cosine weight: all languages, bundled calibration set, e5
+
+
+class GateSetting(BaseModel):
+    threshold: float = Field(ge=0.0, le=1.0)
+    cosine_weight: float = Field(ge=0.0, le=1.0)
+
+
 class AnswerSettings(BaseModel):
     """How ``sunlib ask`` turns search hits into a cited answer or a refusal."""
 
     writer: str = "extractive"  # extractive | openai | llama-cpp
+    # The extractive writer ranks evidence sentences partly by their cosine with the question
+    # under this bundled embedding model ("use" is about 2 ms a sentence); "none": terms only.
+    sentence_model: str = "use"
     router: Literal["auto", "rules", "llm"] = "auto"  # auto: the LLM router when the writer is an LLM
     reranker: str = "lexical"  # none | lexical | cross-encoder | fusion
     reranker_model_dir: Path | None = None  # a cross-encoder's model.onnx + tokenizer.json
@@ -96,9 +107,23 @@ class AnswerSettings(BaseModel):
     # embedding space (`sunlib eval calibrate`) are stored in the index and win over these.
     # The defaults were calibrated for the default e5 space on the bundled calibration set
     # (src/sunlib/qa/sample_vault_calibration.jsonl); recalibrate for another model.
-    gate_threshold: float = Field(0.8727, ge=0.0, le=1.0)
-    gate_cosine_weight: float = Field(0.9, ge=0.0, le=1.0)
+    # Set either of these for one gate for every language; left unset, a question's language
+    # picks its gate from gate_languages (e5 scores Chinese pairs higher than English ones),
+    # and other languages get threshold 0.8509 with cosine weight 0.9.
+    gate_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    gate_cosine_weight: float | None = Field(None, ge=0.0, le=1.0)
+    gate_languages: dict[str, GateSetting] = Field(
+        default_factory=lambda: {
+            "en": GateSetting(threshold=0.8522, cosine_weight=0.95),
+            "zh": GateSetting(threshold=0.8826, cosine_weight=0.95),
+        }
+    )
     gate_threshold_bm25: float = Field(0.5033, ge=0.0, le=1.0)  # when no dense score exists
+    # Refuse when the selected evidence never mentions a name the question uses (an option,
+    # an identifier, a product such as `HNSW` or `macOS`) ...
+    check_names: bool = True
+    # ... or when the question asks for a duration, size or count that no selected sentence states.
+    check_answer_type: bool = True
     # Seed 002 phase 4: confidence (mean coverage of the top 3 chunks) below these warns.
     confidence_warn: float = Field(0.3, ge=0.0, le=1.0)
     confidence_caution: float = Field(0.5, ge=0.0, le=1.0)
@@ -111,6 +136,15 @@ class AnswerSettings(BaseModel):
     context_max_tokens: int = Field(2500, ge=100)
     max_sentences: int = Field(4, ge=1, le=20)  # extractive writer
     save_runs: bool = True
+
+    def dense_gate(self, lang: str) -> tuple[float, float, str]:
+        """(threshold, cosine weight, where they come from) for a question in ``lang``."""
+        if self.gate_threshold is None and self.gate_cosine_weight is None and lang in self.gate_languages:
+            own = self.gate_languages[lang]
+            return own.threshold, own.cosine_weight, f"settings for {lang} questions"
+        threshold = DEFAULT_GATE[0] if self.gate_threshold is None else self.gate_threshold
+        weight = DEFAULT_GATE[1] if self.gate_cosine_weight is None else self.gate_cosine_weight
+        return threshold, weight, "settings"
 
 
 class LLMSettings(BaseModel):

@@ -110,7 +110,7 @@ class Asker:
                 _skipped(tracer, name, "not used in this mode" if name != "Hybrid Fusion" else "only one route ran")
         weights = term_weights(self.lib.store, question, who)
         ranked = self._rerank(question, result.hits, weights, tracer)
-        selection = self._select(ranked, weights, tracer)
+        selection = self._select(question, lang, ranked, weights, tracer)
         if not selection.passed:
             for name in AFTER_GATE_STEPS:
                 _skipped(tracer, name, "refused by the gate")
@@ -225,16 +225,20 @@ class Asker:
             )
         return ranked
 
-    def _select(self, ranked: Sequence[Ranked], weights: TermWeights, tracer: Tracer) -> Selection:
+    def _select(
+        self, question: str, lang: str, ranked: Sequence[Ranked], weights: TermWeights, tracer: Tracer
+    ) -> Selection:
         s = self.settings
         store = self.lib.store
         # a dense gate is per embedding space; without a dense score the lexical gate decides
-        dense_default = Gate(s.gate_threshold, s.gate_cosine_weight, "settings")
+        dense_default = Gate(*s.dense_gate(lang))
         uses_dense = self.lib.settings.search.mode != "bm25"
-        dense_gate = Gate.load(store, gate_key(self.lib.space.name), dense_default) if uses_dense else dense_default
-        lexical_gate = Gate.load(store, gate_key(None), Gate(s.gate_threshold_bm25, 0.0, "settings"))
+        dense_gate = (
+            Gate.load(store, gate_key(self.lib.space.name), dense_default, lang) if uses_dense else dense_default
+        )
+        lexical_gate = Gate.load(store, gate_key(None), Gate(s.gate_threshold_bm25, 0.0, "settings"), lang)
         with tracer.step("Selection/Refusal", f"{len(ranked)} candidates, min score {s.min_score}") as step:
-            sel = select(ranked, weights, dense_gate, lexical_gate, s)
+            sel = select(question, ranked, weights, dense_gate, lexical_gate, s)
             step.done(
                 (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
                 status="ok" if sel.passed else "warning",
@@ -249,6 +253,10 @@ class Asker:
                 cosine_weight=sel.gate.cosine_weight if sel.top_cosine is not None else 0.0,
                 gate_source=sel.gate.source,
                 passed=sel.passed,
+                missing_names=list(sel.missing_names),
+                expects=sel.expects.describe() if sel.expects else None,
+                expectation_met=sel.expectation_met,
+                checks_passed=sel.checks_passed,
                 confidence=round(sel.confidence, 4),
                 confidence_level=sel.level,
                 reason=sel.reason,

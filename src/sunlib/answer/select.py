@@ -7,8 +7,13 @@
   the IDF-weighted share of the question's terms that the top three chunks contain.
   Below the threshold, the question is refused with both numbers in the reason.
   Without a dense route the gate is coverage alone, against its own threshold.
-  Thresholds are per embedding space: calibrated ones stored in the index win over
-  the configured defaults.
+  Thresholds are per embedding space, and within it per question language when the
+  calibration set had enough questions in that language: calibrated ones stored in
+  the index win over the configured defaults.
+* Two checks that no score can replace, each with its own reason: every name the
+  question mentions (``HNSW``, ``--as``, ``macOS``; see ``text.terms.names``) must
+  appear in the selected evidence, and a question that asks for a duration, a size or
+  a count must find one stated there (``answer.expect``).
 * Confidence (seed 002 phase 4): the mean coverage of the top three chunks, with
   ``low`` and ``caution`` levels that the LLM writer's prompt reacts to.
 * Expansion (seed 002 phase 3): only seeds scoring at least ``expand_threshold`` get
@@ -26,7 +31,8 @@ from ..config import AnswerSettings
 from ..contracts import Evidence, Ranked
 from ..store import ChunkRow, SqliteStore
 from ..text import TermWeights
-from ..text.terms import token_set
+from ..text.terms import names, token_set
+from .expect import Expectation, expected_answer
 
 GATE_DEPTH = 3  # chunks whose terms count towards coverage and confidence
 
@@ -40,15 +46,24 @@ class Gate:
     source: str  # "settings" or "calibrated <date> on <n> questions"
 
     @classmethod
-    def load(cls, store: SqliteStore, key: str, default: Gate) -> Gate:
+    def load(cls, store: SqliteStore, key: str, default: Gate, lang: str | None = None) -> Gate:
+        """The calibrated gate stored under ``key`` (for ``lang`` when it has its own), else ``default``."""
         raw = store.get_meta(key)
         if not raw:
             return default
         data = json.loads(raw)
+        when = data.get("calibrated_at", "?")
+        mine = (data.get("languages") or {}).get(lang) if lang else None
+        if mine:
+            return cls(
+                float(mine["threshold"]),
+                float(mine["cosine_weight"]),
+                f"calibrated {when} on {mine.get('questions', '?')} {lang} questions",
+            )
         return cls(
             float(data["threshold"]),
             float(data["cosine_weight"]),
-            f"calibrated {data.get('calibrated_at', '?')} on {data.get('questions', '?')} questions",
+            f"calibrated {when} on {data.get('questions', '?')} questions",
         )
 
 
@@ -72,10 +87,23 @@ class Selection:
     confidence: float
     level: str
     reason: str | None
+    missing_names: tuple[str, ...] = ()
+    expects: Expectation | None = None
+    expectation_met: bool = True
+
+    @property
+    def checks_passed(self) -> bool:
+        """Whether the name and answer-type checks passed (they refuse whatever the gate score)."""
+        return bool(self.kept) and not self.missing_names and self.expectation_met
 
 
 def select(
-    ranked: Sequence[Ranked], weights: TermWeights, dense_gate: Gate, lexical_gate: Gate, settings: AnswerSettings
+    question: str,
+    ranked: Sequence[Ranked],
+    weights: TermWeights,
+    dense_gate: Gate,
+    lexical_gate: Gate,
+    settings: AnswerSettings,
 ) -> Selection:
     kept: list[Ranked] = []
     seen: set[str] = set()
@@ -113,16 +141,25 @@ def select(
         if confidence < settings.confidence_caution
         else "high"
     )
-    reason = None
+    evidence_tokens = token_set(r.hit.text for r in kept)
+    missing_names = (
+        tuple(n.text for n in names(question) if not set(n.tokens) <= evidence_tokens) if settings.check_names else ()
+    )
+    expects = expected_answer(question) if settings.check_answer_type else None
+    expectation_met = expects is None or expects.met_by(r.hit.text for r in kept)
+    reasons: list[str] = []
     if not kept:
-        reason = "no passage of the notes visible to you matches the question"
-        passed = False
-    elif gate_score < threshold:
-        passed = False
-        absent = f"; not in the evidence: {', '.join(missing[:5])}" if missing else ""
-        reason = f"gate score {gate_score:.3f} < {threshold:.3f} ({parts}){absent}"
+        reasons.append("no passage of the notes visible to you matches the question")
     else:
-        passed = True
+        if gate_score < threshold:
+            absent = f"; not in the evidence: {', '.join(missing[:5])}" if missing else ""
+            reasons.append(f"gate score {gate_score:.3f} < {threshold:.3f} ({parts}){absent}")
+        if missing_names:
+            reasons.append(f"no selected passage mentions {', '.join(missing_names[:5])}")
+        if expects is not None and not expectation_met:
+            reasons.append(f"the question asks for {expects.describe()}, and no selected passage states one")
+    passed = not reasons
+    reason = "; ".join(reasons) or None
     return Selection(
         tuple(kept),
         low,
@@ -137,6 +174,9 @@ def select(
         confidence,
         level,
         reason,
+        missing_names,
+        expects,
+        expectation_met,
     )
 
 

@@ -171,6 +171,16 @@ def calibrate(
         f"  on this set: refusal rate {result['refusal_rate']}, false refusals {result['false_refusal_rate']},"
         f" balanced accuracy {result['balanced_accuracy']}"
     )
+    for lang, fit in result["languages"].items():
+        out.print(
+            f"  {lang} questions ({fit['questions']}): threshold {fit['threshold']} with cosine weight"
+            f" {fit['cosine_weight']}; refusal rate {fit['refusal_rate']}, false refusals {fit['false_refusal_rate']}"
+        )
+    checks = result["refused_by_checks"]
+    out.print(
+        f"  refused by the name and answer-type checks: {checks['unanswerable']} unanswerable,"
+        f" {checks['answerable']} answerable"
+    )
     for name, scores in result["distributions"].items():
         out.print(f"  {name:<13} gate scores: {', '.join(f'{s:.3f}' for s in scores)}")
 

@@ -18,86 +18,61 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .tokens import _SEGMENT, STOPWORDS, _stem, fts_tokens
+from .tokens import _SEGMENT, STOPWORDS, _stem, fts_tokens, is_cjk
 
+
+def _words(*lines: str) -> list[str]:
+    return " ".join(lines).split()
+
+
+# Words that frame a question rather than name what it is about. A user who asks
+# "I really want to know how big ..." is asking about the same thing as one who asks
+# "how big ...", so none of these count towards (or against) coverage.
 QUESTION_WORDS = frozenset(
-    [
-        "what",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "when",
-        "where",
-        "why",
-        "how",
-        "does",
-        "do",
-        "did",
-        "done",
-        "can",
-        "could",
-        "should",
-        "would",
-        "may",
-        "might",
-        "must",
-        "i",
-        "me",
-        "my",
-        "we",
-        "our",
-        "you",
-        "your",
-        "he",
-        "she",
-        "him",
-        "her",
-        "its",
-        "them",
-        "am",
-        "been",
-        "being",
-        "has",
-        "have",
-        "had",
-        "about",
-        "any",
-        "some",
-        "all",
-        "more",
-        "most",
-        "also",
-        "so",
-        "than",
-        "too",
-        "very",
-        "just",
-        "there",
-        "here",
-        "from",
-        "up",
-        "out",
-        "over",
-        "under",
-        "again",
-        "between",
-        "each",
-        "other",
-        "only",
-        "own",
-        "same",
-        "get",
-        "got",
-        "use",
-        "used",
-        "using",
-        "tell",
-        "please",
-    ]
+    _words(
+        # interrogatives, auxiliaries and modals
+        "what which who whom whose when where why how does do did done can could should would may might must",
+        "shall will am been being has have had is are was were",
+        # pronouns and indefinites
+        "i me my mine we us our you your he she him her its them somebody someone anybody anyone everybody",
+        "everyone nobody something anything everything nothing thing things stuff",
+        # wishes, needs and attempts
+        "want wants wanted need needs needed wish like try trying tried hope able allowed supposed going",
+        # discourse adverbs and quantifiers
+        "about any some all more most also so than too very just really actually exactly basically simply",
+        "still already even ever else anyway currently now again there here from up out over under between",
+        "each other only own same",
+        # request and light verbs
+        "get got use used using tell please know explain happen happens",
+    )
 )
+# After "how", a degree word is part of the question ("how big", "how many", "how long").
+DEGREE_WORDS = frozenset(
+    _words(
+        "much many big large small long short often far fast slow quickly old high low early late soon well",
+        "frequently heavy wide deep",
+    )
+)
+# Before "of", these only introduce a category ("what kind of search").
+CATEGORY_WORDS = frozenset(_words("kind kinds sort sorts type types"))
+# Chinese question frames, removed from a run of Han characters before it is split into
+# terms: interrogatives, "what is the use of / difference between", hedges and adverbs.
+CJK_FRAMES = tuple(
+    sorted(
+        _words(
+            "什么 怎么 怎样 怎么样 如何 为什么 为何 哪些 哪个 哪里 哪儿 哪种 多少 多长 多久 多大 多快 多么",
+            "是否 能否 能不能 会不会 是不是 有没有 可不可以 可以 需要 应该 一下 到底 究竟 干脆 直接",
+            "作用 用途 用处 用来 用于 做什么 干什么 区别 不同 差别 差异 意思 含义 意味着",
+            "情况下 情况 的时候 时候 时 的话 请问 一般 通常 大概 大约 还能 正常 想要 想 希望",
+            "几个 几种 几 各自 分别 各 遇到 表现",
+        ),
+        key=len,
+        reverse=True,
+    )
+)
+_CJK_FRAME = re.compile("|".join(CJK_FRAMES))
 CJK_FUNCTION_CHARS = frozenset(
-    "的了吗呢吧啊呀么是在有和与或及也都就还要会能把被让给对从向这那哪个些什怎如何为请问我你他她它们并且而吗呢"
+    "的了吗呢吧啊呀么是在有和与或及也都就还要会能把被让给对从向这那哪个些什怎如何为请问我你他她它们并且而里中上下"
 )
 _CJK_PUNCT = re.compile(r"\s+")
 
@@ -110,18 +85,30 @@ class Term:
 
 def content_terms(text: str) -> list[Term]:
     out: dict[Term, None] = {}
-    for m in _SEGMENT.finditer(text.lower()):
-        cjk, word = m.group(1), m.group(2)
+    segments = [(m.group(1), m.group(2)) for m in _SEGMENT.finditer(text.lower())]
+    for i, (cjk, word) in enumerate(segments):
         if cjk:
-            for i, ch in enumerate(cjk):
-                if ch in CJK_FUNCTION_CHARS:
-                    continue
-                grams = tuple(g for g in (cjk[i - 1 : i + 1] if i else "", cjk[i : i + 2]) if len(g) == 2)
-                out[Term(ch, grams or (ch,))] = None
-        elif word not in STOPWORDS and word not in QUESTION_WORDS:
+            for run in _CJK_FRAME.split(cjk):
+                for j, ch in enumerate(run):
+                    if ch in CJK_FUNCTION_CHARS:
+                        continue
+                    grams = tuple(g for g in (run[j - 1 : j + 1] if j else "", run[j : j + 2]) if len(g) == 2)
+                    out[Term(ch, grams or (ch,))] = None
+        elif not _frame_word(
+            word, segments[i - 1][1] if i else None, segments[i + 1][1] if i + 1 < len(segments) else None
+        ):
             stem = _stem(word)
             out[Term(stem, (stem,))] = None
     return list(out)
+
+
+def _frame_word(word: str, before: str | None, after: str | None) -> bool:
+    return (
+        word in STOPWORDS
+        or word in QUESTION_WORDS
+        or (before == "how" and word in DEGREE_WORDS)
+        or (after == "of" and word in CATEGORY_WORDS)
+    )
 
 
 @dataclass(frozen=True)
@@ -163,3 +150,50 @@ def token_set(texts: Iterable[str]) -> set[str]:
     for text in texts:
         out.update(fts_tokens(text))
     return out
+
+
+# -- names ---------------------------------------------------------------------------------
+
+_NAME = re.compile(r"(?<![\w.@/+-])(?:--?)?(?:\d{1,3}(?:,\d{3})+|[A-Za-z0-9][\w.@/+-]*)")
+_SENTENCE_START = re.compile(r"(?:^|[.!?。！？:：]\s*|\n)$")
+_CJK_NUMBER = re.compile("[一二三四五六七八九两十][零一二三四五六七八九两十百千万亿]*[十百千万亿]")
+
+
+@dataclass(frozen=True)
+class Name:
+    """A name a question mentions: an option, an identifier, a version, a product."""
+
+    text: str  # as written
+    tokens: tuple[str, ...]  # its index tokens, all of which a text must contain to mention it
+
+
+def names(text: str) -> list[Name]:
+    """Names in a question, which evidence must mention for the notes to be about them.
+
+    A name is a word written like one: an option (``--as``), an identifier with a digit,
+    underscore, dot, slash or inner hyphen (``rrf_k``, ``k1``, ``0.1``, ``nDCG@10``), a
+    word with a capital after its first letter (``macOS``, ``HNSW``), a capitalised word
+    that does not start a sentence (``Windows``), or any Latin word in a Chinese question
+    (``watch``). A Chinese number with a magnitude (``一万``, ``两千``) is a name too, as
+    ``10,000`` is. Plain English words are not names.
+    """
+    has_cjk = any(is_cjk(ch) for ch in text)
+    out: dict[str, Name] = {}
+    for m in _NAME.finditer(text):
+        word = m.group(0).rstrip(".@/+-")
+        tokens = tuple(dict.fromkeys(fts_tokens(word)))
+        if not any(len(t) >= 2 or t.isdigit() for t in tokens):  # "e.g." is no name; "0.1" is
+            continue
+        inner = word.lstrip("-")
+        written_as_name = (
+            word.startswith("-")
+            or any(ch.isdigit() or ch in "_.@/+-" for ch in inner)
+            or any(ch.isupper() for ch in inner[1:])
+            or (inner[0].isupper() and inner != "I" and not _SENTENCE_START.search(text[: m.start()]))
+            or (has_cjk and inner.lower() not in STOPWORDS)
+        )
+        if written_as_name:
+            out.setdefault(word.lower(), Name(word, tokens))
+    for m in _CJK_NUMBER.finditer(text):
+        out.setdefault(m.group(0), Name(m.group(0), tuple(dict.fromkeys(fts_tokens(m.group(0))))))
+    return list(out.values())

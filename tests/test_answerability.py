@@ -1,0 +1,243 @@
+"""Deciding whether the notes can answer: question frames, names, answer types, per-language gates,
+and the extractive writer's sentence choice (with the real bundled sentence model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sunlib import Library
+from sunlib.answer.expect import Expectation, expected_answer
+from sunlib.answer.select import Gate, gate_key
+from sunlib.config import DEFAULT_GATE, AnswerSettings, GateSetting
+from sunlib.contracts import BuiltContext, Evidence, WriteRequest
+from sunlib.providers.writers.extractive import ExtractiveWriter, _sentence_embedder
+from sunlib.text import TermWeights
+from sunlib.text.terms import content_terms, names
+
+# -- question frames ---------------------------------------------------------------------------------
+
+
+def _terms(text: str) -> set[str]:
+    return {t.name for t in content_terms(text)}
+
+
+def test_words_that_only_frame_a_question_are_not_terms() -> None:
+    plain = _terms("How big are the windows of the fixed chunker?")
+    assert plain == {"window", "fix", "chunker"}
+    assert _terms("I really want to know how big the windows of the fixed chunker are, actually.") == plain
+    # a degree word counts after "how" only; a category word only before "of"
+    assert "big" in _terms("Which big notes are skipped?")
+    assert "kind" not in _terms("What kind of search works at once?")
+    assert "type" in _terms("Which chunk type is used?")
+    # Chinese frames are cut out of the run before it is split into characters
+    assert _terms("笔记里写 acl: [] 和不写 acl 字段，有什么区别？") == _terms("笔记里写 acl: [] 和不写 acl 字段")
+    assert not {"区", "别", "什", "么"} & _terms("有什么区别？")
+    assert {"索", "引"} <= _terms("大概需要多长时间建索引？")
+
+
+# -- names ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Which values of the BM25 parameters k1 and b does sunlib use?", ["BM25", "k1"]),
+        ("What is the minimum macOS version that sunlib supports?", ["macOS"]),
+        ("Will sunlib run natively on Windows or do I need WSL?", ["Windows", "WSL"]),
+        ("What does the rrf_k setting control?", ["rrf_k"]),
+        ("What does --tag do? And --folder?", ["--tag", "--folder"]),
+        ("How long does indexing 10,000 notes take on Python 3.11?", ["10,000", "Python", "3.11"]),
+        ("What does sunlib do with PDF files, e.g. scans?", ["PDF"]),
+        ("默认的 e5 模型在这份示例知识库上的 nDCG@10 是多少？", ["e5", "nDCG@10"]),
+        ("sunlib 有没有 watch 命令？", ["sunlib", "watch"]),
+        ("给一万篇笔记建索引要多久？万一中断了呢？", ["一万"]),
+        ("How do filters and ACL work together? I wonder.", ["ACL"]),
+        ("Which principal does a search act as by default?", []),
+    ],
+)
+def test_names_are_words_written_like_names(question: str, expected: list[str]) -> None:
+    assert [n.text for n in names(question)] == expected
+
+
+# -- answer types ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "kind", "unit"),
+    [
+        ("How long does a first index of 10,000 notes take?", "duration", None),
+        ("用默认模型建索引大概需要多长时间？", "duration", None),
+        ("每天的快照会保留几天？", "duration", None),
+        ("How many queries per second can the server answer?", "rate", None),
+        ("sunlib 每秒最多能处理多少次检索请求？", "rate", None),
+        ("How much RAM does the e5 model need?", "size", None),
+        ("llama-cpp 大概要多少显存？", "size", None),
+        ("How many tokens can a chunk hold?", "count", "tokens"),
+        ("一个段落最多多少个 token？", "count", "token"),
+        ("How much do consecutive chunks overlap?", "number", None),
+        ("默认阈值是多少？", "number", None),
+        ("Which metrics does sunlib eval rag report?", None, None),
+        ("索引时哪些文件会被跳过？", None, None),
+        ("sunlib ask 会在哪几部分拒答？", None, None),
+    ],
+)
+def test_the_kind_of_answer_a_question_asks_for(question: str, kind: str | None, unit: str | None) -> None:
+    exp = expected_answer(question)
+    assert (exp.kind, exp.unit) == (kind, unit) if exp else kind is None
+
+
+def test_an_expected_value_must_be_stated_in_one_sentence() -> None:
+    duration = Expectation("duration")
+    assert duration.met_by(["The first run takes about 3 minutes on a laptop."])
+    assert duration.met_by(["An unchanged vault finishes almost at once."])
+    assert duration.met_by(["这篇笔记带你用十分钟左右的时间建索引。"])
+    assert not duration.met_by(["Indexing reads every note. It embeds 16 chunks per batch."])
+    size = Expectation("size")
+    assert size.met_by(["The wheel is about 40 MB."]) and not size.met_by(["It has 384 dimensions."])
+    tokens = Expectation("count", "tokens")
+    assert tokens.met_by(["Chunks hold at most 500 tokens."])
+    # the number and the counted noun must share a sentence
+    assert not tokens.met_by(["Chunks are packed greedily. The limit is 500."])
+    assert not tokens.met_by(["Tokens are counted per chunk. There are 3 modes."])
+    assert Expectation("number").met_by(["The overlap is fifteen percent of the limit."])
+    assert not Expectation("number").met_by(["The overlap is made of whole sentences."])
+
+
+# -- the two checks in the pipeline ---------------------------------------------------------------------
+
+NOTE = """# Indexing
+
+The indexer reads every Markdown note of the vault. It splits each note into passages and embeds
+them with the configured model. Vectors live in a sqlite-vec table for each embedding space.
+"""
+
+
+@pytest.fixture
+def small_library(tmp_path: Path) -> Library:
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "indexing.md").write_text(NOTE, encoding="utf-8")
+    # the gate itself is switched off, so only the checks can refuse
+    lib = Library.open(vault, embedding={"provider": "hash"}, answer={"gate_threshold": 0.0, "min_score": 0.0})
+    lib.index()
+    return lib
+
+
+def _selection(lib: Library, question: str) -> dict[str, object]:
+    result = lib.ask(question, save=False)
+    details = next(s.details for s in result.trace.steps if s.name == "Selection/Refusal")
+    assert result.frame.refused == (not details["passed"])
+    return details
+
+
+def test_a_name_the_evidence_never_mentions_refuses(small_library: Library) -> None:
+    sel = _selection(small_library, "Does the sqlite-vec table use HNSW for the embedding space?")
+    assert sel["missing_names"] == ["HNSW"] and not sel["passed"]
+    assert "no selected passage mentions HNSW" in str(sel["reason"])
+    sel = _selection(small_library, "Which table holds the vectors of an embedding space in sqlite-vec?")
+    assert sel["missing_names"] == [] and sel["passed"], sel
+
+
+def test_an_answer_type_the_evidence_never_states_refuses(small_library: Library) -> None:
+    sel = _selection(small_library, "How long does the indexer take to embed the passages of a note?")
+    assert sel["expects"] == "a duration" and sel["expectation_met"] is False and not sel["passed"]
+    assert "asks for a duration, and no selected passage states one" in str(sel["reason"])
+    # the same question where the note states a duration
+    (small_library.vault / "timing.md").write_text(
+        "# Timing\n\nThe indexer takes about 2 minutes to embed the passages of a large note.\n", encoding="utf-8"
+    )
+    small_library.index()
+    sel = _selection(small_library, "How long does the indexer take to embed the passages of a note?")
+    assert sel["expectation_met"] is True and sel["passed"], sel
+
+
+def test_the_checks_can_be_turned_off(small_library: Library) -> None:
+    small_library.settings.answer.check_names = False
+    small_library.settings.answer.check_answer_type = False
+    small_library._asker = None  # a fresh pipeline with the changed settings
+    sel = _selection(small_library, "How long does the HNSW index take to embed a note?")
+    assert sel["missing_names"] == [] and sel["expects"] is None and sel["passed"], sel
+
+
+# -- per-language gates ---------------------------------------------------------------------------------
+
+
+def test_each_language_has_its_own_default_gate_unless_one_is_set() -> None:
+    s = AnswerSettings()
+    en, zh = s.gate_languages["en"], s.gate_languages["zh"]
+    assert s.dense_gate("en") == (en.threshold, en.cosine_weight, "settings for en questions")
+    assert s.dense_gate("zh") == (zh.threshold, zh.cosine_weight, "settings for zh questions")
+    assert zh.threshold > en.threshold  # e5 scores Chinese pairs higher
+    assert s.dense_gate("ja") == (*DEFAULT_GATE, "settings")
+    # an explicit gate applies to every language; the other value keeps its default
+    assert AnswerSettings(gate_threshold=0.7).dense_gate("zh") == (0.7, DEFAULT_GATE[1], "settings")
+    assert AnswerSettings(gate_cosine_weight=0.5).dense_gate("en") == (DEFAULT_GATE[0], 0.5, "settings")
+    mine = AnswerSettings(gate_languages={"en": GateSetting(threshold=0.5, cosine_weight=0.0)})
+    assert mine.dense_gate("en")[:2] == (0.5, 0.0) and mine.dense_gate("zh")[2] == "settings"
+
+
+def test_a_stored_gate_is_read_per_language(hash_library: Library) -> None:
+    store = hash_library.store
+    key = gate_key(hash_library.space.name)
+    default = Gate(0.1, 0.2, "settings")
+    assert Gate.load(store, key, default, "en") == default
+    stored = {
+        "threshold": 0.8,
+        "cosine_weight": 0.9,
+        "calibrated_at": "2026-11-30",
+        "questions": 70,
+        "languages": {"zh": {"threshold": 0.88, "cosine_weight": 0.95, "questions": 34}},
+    }
+    store.set_meta(key, json.dumps(stored))
+    assert Gate.load(store, key, default, "zh") == Gate(0.88, 0.95, "calibrated 2026-11-30 on 34 zh questions")
+    assert Gate.load(store, key, default, "en") == Gate(0.8, 0.9, "calibrated 2026-11-30 on 70 questions")
+    assert Gate.load(store, key, default) == Gate(0.8, 0.9, "calibrated 2026-11-30 on 70 questions")
+
+
+# -- the extractive writer's sentence choice -----------------------------------------------------------
+
+
+def _ev(source: int, chunk_id: str, text: str, score: float) -> Evidence:
+    return Evidence(source, chunk_id, "n", "n.md", "n", ("A",), text, score, 0, len(text), 1, 1, 0)
+
+
+def _request(question: str, evidence: list[Evidence], max_sentences: int = 2) -> WriteRequest:
+    context = BuiltContext(evidence=tuple(evidence), text="", token_estimate=0, fence="")
+    return WriteRequest(question, context, TermWeights.uniform(question), "", max_sentences)
+
+
+@pytest.mark.parametrize(
+    ("question", "meant", "other"),
+    [
+        (
+            "How can I make indexing go faster?",
+            "Raising the number of threads speeds up the embedding model.",
+            "Chinese notes are split into single characters and pairs.",
+        ),
+        (  # across languages
+            "空的 ACL 是公开的吗？",
+            "An empty access list is not public: nobody can see the note.",
+            "Tags are merged from the frontmatter and the sidecar file.",
+        ),
+    ],
+)
+def test_the_writer_prefers_the_sentence_that_means_the_answer(question: str, meant: str, other: str) -> None:
+    # neither sentence shares a term with the question, and the other one comes from the stronger source
+    evidence = [_ev(1, "chk_other", other, 1.0), _ev(2, "chk_meant", meant, 0.95)]
+    semantic = ExtractiveWriter(lambda: _sentence_embedder("use", 1)).write(_request(question, evidence, 1))
+    assert semantic.text == f"{meant} [ref:chk_meant]"
+    lexical = ExtractiveWriter(None).write(_request(question, evidence, 1))
+    assert lexical.text == f"{other} [ref:chk_other]"
+
+
+def test_the_writer_quotes_at_most_two_sentences_of_a_source_in_reading_order() -> None:
+    text = "Chunks hold whole sentences. Chunks overlap by whole sentences. Chunks keep their headings."
+    evidence = [_ev(1, "chk_a", text, 1.0), _ev(2, "chk_b", "Chunks are embedded in batches.", 0.5)]
+    draft = ExtractiveWriter(lambda: _sentence_embedder("use", 1)).write(_request("How are chunks made?", evidence, 4))
+    assert draft.text.count("[ref:chk_a]") == 2 and draft.text.count("[ref:chk_b]") == 1
+    quoted = [part.split(" [ref:")[0].strip() for part in draft.text.split("]") if "[ref:" in part]
+    positions = [(0 if q in text else 1, text.find(q)) for q in quoted]
+    assert positions == sorted(positions)  # reading order of the context
