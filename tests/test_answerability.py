@@ -15,7 +15,7 @@ from sunlib.config import DEFAULT_GATE, AnswerSettings, GateSetting
 from sunlib.contracts import BuiltContext, Evidence, WriteRequest
 from sunlib.providers.writers.extractive import ExtractiveWriter, _sentence_embedder
 from sunlib.text import TermWeights
-from sunlib.text.terms import content_terms, names
+from sunlib.text.terms import content_terms, fold, names, token_set
 
 # -- question frames ---------------------------------------------------------------------------------
 
@@ -56,10 +56,22 @@ def test_words_that_only_frame_a_question_are_not_terms() -> None:
         ("给一万篇笔记建索引要多久？万一中断了呢？", ["一万"]),
         ("How do filters and ACL work together? I wonder.", ["ACL"]),
         ("Which principal does a search act as by default?", []),
+        # Latin words run straight into Chinese text; a function word is no name however it is written
+        ("默认的e5模型用HNSW吗", ["e5", "HNSW"]),
+        ("Adobe OnLocation除了录音还能录制什么？", ["Adobe", "OnLocation"]),
+        ("WHat do x.25 and Frame Relay both require in the US?", ["x.25", "Frame", "Relay"]),
     ],
 )
 def test_names_are_words_written_like_names(question: str, expected: list[str]) -> None:
     assert [n.text for n in names(question)] == expected
+
+
+def test_names_match_across_width_and_accents() -> None:
+    (wide,) = names("哪个艺人在２００９年求助过？")
+    assert wide.text == "２００９" and wide.tokens == ("2009",)
+    accented = names("Who captured Fort Beausejour?")
+    assert [n.tokens for n in accented] == [("fort",), ("beausejour",)]
+    assert set(accented[1].tokens) <= token_set([fold("The British took Fort Beauséjour in 1755.")])
 
 
 # -- answer types ------------------------------------------------------------------------------------
@@ -76,6 +88,8 @@ def test_names_are_words_written_like_names(question: str, expected: list[str]) 
         ("How much RAM does the e5 model need?", "size", None),
         ("llama-cpp 大概要多少显存？", "size", None),
         ("How many tokens can a chunk hold?", "count", "tokens"),
+        ("How many Muslim empires have used it?", "count", "Muslim empires"),
+        ("How many were in the expedition?", "number", None),
         ("一个段落最多多少个 token？", "count", "token"),
         ("How much do consecutive chunks overlap?", "number", None),
         ("默认阈值是多少？", "number", None),

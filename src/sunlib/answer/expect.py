@@ -17,11 +17,14 @@ Numbers are digits, English number words or Chinese numerals.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..text import fts_tokens, sentence_spans
+from ..text.terms import QUESTION_WORDS
+from ..text.tokens import STOPWORDS
 
 _EN_NUMBER = (
     r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"
@@ -72,11 +75,12 @@ _ASKS = (
         ),
     ),
 )
-_COUNT_EN = re.compile(r"\bhow many ([a-z][\w-]*)", re.IGNORECASE)
+_COUNT_EN = re.compile(r"\bhow many ((?:[a-z][\w-]*\s*){1,3})", re.IGNORECASE)
 _COUNT_ZH = re.compile(r"(?:多少|几)个?\s*([A-Za-z][\w-]*|[\u4e00-\u9fff]{1,2})")
 _NUMBER_Q = re.compile(
     r"\bhow (?:much|many|big|large|long|often)\b|多少|几个|几种|几次|多大|多长|多高|多快", re.IGNORECASE
 )
+_NOT_A_UNIT_EN = STOPWORDS | QUESTION_WORDS
 _CJK_NOT_A_UNIT = frozenset(["内容", "部分", "方面", "地方", "东西", "问题", "情况", "种", "个", "次"])
 
 
@@ -91,7 +95,8 @@ class Expectation:
         return {"duration": "a duration", "rate": "a rate", "size": "a size in bytes"}.get(self.kind, "a number")
 
     def met_by(self, texts: Iterable[str]) -> bool:
-        """Whether some sentence of the texts states a value of the expected kind."""
+        """Whether some sentence of the texts states a value of the expected kind (for a count: a
+        number and one of the counted words)."""
         unit_tokens = set(fts_tokens(self.unit)) if self.unit else set()
         for text in texts:
             for start, end in sentence_spans(text):
@@ -110,7 +115,12 @@ def expected_answer(question: str) -> Expectation | None:
     for kind, pattern in _ASKS:
         if pattern.search(question):
             return Expectation(kind)
-    m = _COUNT_EN.search(question) or _COUNT_ZH.search(question)
+    m = _COUNT_EN.search(question)
+    if m:  # "how many Muslim empires have ...": the words up to the first function word
+        words = list(itertools.takewhile(lambda w: w.lower() not in _NOT_A_UNIT_EN, m.group(1).split()))
+        if words and fts_tokens(" ".join(words)):
+            return Expectation("count", " ".join(words))
+    m = _COUNT_ZH.search(question)
     if m and m.group(1) not in _CJK_NOT_A_UNIT and fts_tokens(m.group(1)):
         return Expectation("count", m.group(1))
     if _NUMBER_Q.search(question):

@@ -31,7 +31,7 @@ from ..config import AnswerSettings
 from ..contracts import Evidence, Ranked
 from ..store import ChunkRow, SqliteStore
 from ..text import TermWeights
-from ..text.terms import names, token_set
+from ..text.terms import fold, names, token_set
 from .expect import Expectation, expected_answer
 
 GATE_DEPTH = 3  # chunks whose terms count towards coverage and confidence
@@ -141,7 +141,7 @@ def select(
         if confidence < settings.confidence_caution
         else "high"
     )
-    evidence_tokens = token_set(r.hit.text for r in kept)
+    evidence_tokens = token_set(fold(r.hit.text) for r in kept)
     missing_names = (
         tuple(n.text for n in names(question) if not set(n.tokens) <= evidence_tokens) if settings.check_names else ()
     )

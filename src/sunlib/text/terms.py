@@ -15,10 +15,11 @@ counts for a lot.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .tokens import _SEGMENT, STOPWORDS, _stem, fts_tokens, is_cjk
+from .tokens import _SEGMENT, CJK_CLASS, STOPWORDS, _stem, fts_tokens, is_cjk
 
 
 def _words(*lines: str) -> list[str]:
@@ -154,9 +155,15 @@ def token_set(texts: Iterable[str]) -> set[str]:
 
 # -- names ---------------------------------------------------------------------------------
 
-_NAME = re.compile(r"(?<![\w.@/+-])(?:--?)?(?:\d{1,3}(?:,\d{3})+|[A-Za-z0-9][\w.@/+-]*)")
+_NAME_CHAR = rf"[^\W{CJK_CLASS}]|[.@/+-]"  # letters and digits of non-CJK scripts, and joiners
+_NAME = re.compile(rf"(?<!{_NAME_CHAR})(?:--?)?(?:\d{{1,3}}(?:,\d{{3}})+|[^\W_{CJK_CLASS}](?:{_NAME_CHAR})*)")
 _SENTENCE_START = re.compile(r"(?:^|[.!?。！？:：]\s*|\n)$")
 _CJK_NUMBER = re.compile("[一二三四五六七八九两十][零一二三四五六七八九两十百千万亿]*[十百千万亿]")
+
+
+def fold(text: str) -> str:
+    """Text for matching names: full-width forms made plain, accents dropped ("Ｂeauséjour" -> "Beausejour")."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text) if not unicodedata.combining(ch))
 
 
 @dataclass(frozen=True)
@@ -181,10 +188,12 @@ def names(text: str) -> list[Name]:
     out: dict[str, Name] = {}
     for m in _NAME.finditer(text):
         word = m.group(0).rstrip(".@/+-")
-        tokens = tuple(dict.fromkeys(fts_tokens(word)))
+        tokens = tuple(dict.fromkeys(fts_tokens(fold(word))))
         if not any(len(t) >= 2 or t.isdigit() for t in tokens):  # "e.g." is no name; "0.1" is
             continue
         inner = word.lstrip("-")
+        if inner.lower() in STOPWORDS or inner.lower() in QUESTION_WORDS:
+            continue  # "WHat", "US": a function word, however it is written
         written_as_name = (
             word.startswith("-")
             or any(ch.isdigit() or ch in "_.@/+-" for ch in inner)
@@ -194,6 +203,6 @@ def names(text: str) -> list[Name]:
         )
         if written_as_name:
             out.setdefault(word.lower(), Name(word, tokens))
-    for m in _CJK_NUMBER.finditer(text):
+    for m in _CJK_NUMBER.finditer(text):  # (folding leaves Han characters as they are)
         out.setdefault(m.group(0), Name(m.group(0), tuple(dict.fromkeys(fts_tokens(m.group(0))))))
     return list(out.values())
