@@ -168,6 +168,16 @@ def test_an_answer_type_the_evidence_never_states_refuses(small_library: Library
     assert sel["expectation_met"] is True and sel["passed"], sel
 
 
+def test_the_writer_step_shows_why_each_sentence_was_quoted(small_library: Library) -> None:
+    result = small_library.ask("Which table holds the vectors of an embedding space?", save=False)
+    assert not result.frame.refused
+    writer = next(s for s in result.trace.steps if s.name == "Writer").details
+    assert writer["sentence_model"] is True and writer["candidates"] >= len(writer["quoted"]) >= 1
+    quoted = {q["chunk_id"] for q in writer["quoted"]}
+    assert quoted == {c.chunk_id for c in result.frame.citations}
+    assert all(-1.0 <= q["cosine"] <= 1.0 and 0.0 <= q["term_share"] <= 1.0 for q in writer["quoted"])
+
+
 def test_the_checks_can_be_turned_off(small_library: Library) -> None:
     small_library.settings.answer.check_names = False
     small_library.settings.answer.check_answer_type = False

@@ -303,6 +303,7 @@ class Draft:
     tokens_in: int = 0
     tokens_out: int = 0
     streamed: bool = False
+    details: Mapping[str, Any] = field(default_factory=dict)  # the writer's own account, for the trace
 
 
 def to_jsonable(obj: Any) -> Any:

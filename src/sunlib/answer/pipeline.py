@@ -138,6 +138,7 @@ class Asker:
                     streamed=draft.streamed,
                     confidence_note=note or None,
                     draft=draft.text,
+                    **draft.details,
                 )
         if draft is None:  # a clean refusal that names the failure; the Writer step says what happened
             _skipped(tracer, "Citation Verifier", "the writer failed")

@@ -103,7 +103,20 @@ class ExtractiveWriter(Writer):
         text = _join([f"{c.sentence} [ref:{c.chunk_id}]" for c in taken])
         if on_token is not None and text:
             on_token(text)
-        return Draft(text=text, model=self.model, tokens_out=estimate_tokens(text))
+        details = {
+            "sentence_model": self._sentence_model is not None,
+            "candidates": len(candidates),
+            "quoted": [
+                {
+                    "chunk_id": c.chunk_id,
+                    "term_share": round(c.share, 3),
+                    "cosine": round(c.cosine, 3),
+                    "relevance": round(c.relevance, 3),
+                }
+                for c in taken
+            ],
+        }
+        return Draft(text=text, model=self.model, tokens_out=estimate_tokens(text), details=details)
 
     def _score(self, question: str, candidates: list[Candidate], evidence: tuple[Evidence, ...]) -> None:
         if not candidates:
