@@ -446,12 +446,16 @@
       "top_cosine",
       "coverage",
       "missing_terms",
+      "missing_names",
+      "expects",
+      "expectation_met",
+      "gate_source",
       "reason",
       "confidence",
       "confidence_level",
     ],
     "Context Builder": ["token_estimate", "soft_limit", "hard_limit", "chars", "dropped_by_budget", "score_stats"],
-    Writer: ["writer", "model", "tokens_in", "tokens_out", "streamed", "confidence_note"],
+    Writer: ["writer", "model", "tokens_in", "tokens_out", "streamed", "confidence_note", "quoted"],
     "Run Summary": ["total_ms", "tokens_in", "tokens_out", "retrieved", "selected", "citations", "unsupported"],
   };
 
