@@ -114,11 +114,11 @@ class AnswerSettings(BaseModel):
     gate_cosine_weight: float | None = Field(None, ge=0.0, le=1.0)
     gate_languages: dict[str, GateSetting] = Field(
         default_factory=lambda: {
-            "en": GateSetting(threshold=0.8522, cosine_weight=0.95),
-            "zh": GateSetting(threshold=0.8826, cosine_weight=0.95),
+            "en": GateSetting(threshold=0.8487, cosine_weight=0.95),
+            "zh": GateSetting(threshold=0.8824, cosine_weight=0.95),
         }
     )
-    gate_threshold_bm25: float = Field(0.4732, ge=0.0, le=1.0)  # when no dense score exists
+    gate_threshold_bm25: float = Field(0.4729, ge=0.0, le=1.0)  # when no dense score exists
     # Refuse when the selected evidence never mentions a name the question uses (an option,
     # an identifier, a product such as `HNSW` or `macOS`) ...
     check_names: bool = True
