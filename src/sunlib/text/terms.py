@@ -198,8 +198,8 @@ def names(text: str) -> list[Name]:
             word.startswith("-")
             or any(ch.isdigit() or ch in "_.@/+-" for ch in inner)
             or any(ch.isupper() for ch in inner[1:])
-            or (inner[0].isupper() and inner != "I" and not _SENTENCE_START.search(text[: m.start()]))
-            or (has_cjk and inner.lower() not in STOPWORDS)
+            or (inner[0].isupper() and not _SENTENCE_START.search(text[: m.start()]))
+            or has_cjk
         )
         if written_as_name:
             out.setdefault(word.lower(), Name(word, tokens))
