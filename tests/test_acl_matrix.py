@@ -21,7 +21,6 @@ Counters of generated cases, checks and leaks are kept at module level; with
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import os
@@ -33,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clients import Api
 from sse import sse
 from sunlib import Library
 from sunlib.contracts import to_jsonable
@@ -245,31 +244,7 @@ def readable(asked_as: Iterable[str], reader: Iterable[str]) -> bool:
     return set(asked_as) <= set(reader)
 
 
-# -- HTTP helper (the pattern of tests/test_api.py) -------------------------------------------
-
-
-class Api:
-    def __init__(self, app: Any, token: str | None = None) -> None:
-        self.app, self.token = app, token
-
-    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-        async def go() -> httpx.Response:
-            transport = httpx.ASGITransport(app=self.app, client=("127.0.0.1", 1234), raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=headers) as c:
-                return await c.request(method, url, **kwargs)
-
-        return asyncio.run(go())
-
-    def get(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("GET", url, **kwargs)
-
-    def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("POST", url, **kwargs)
-
-    def as_(self, token: str) -> Api:
-        return Api(self.app, token)
+# -- HTTP: the shared test client (tests/clients.py) -------------------------------------------
 
 
 def http_principals(token: str) -> frozenset[str]:
@@ -382,7 +357,7 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
             check_expected(api.get("/api/notes").status_code == 401, "no token must be refused")
             runs: dict[str, frozenset[str]] = {}
             for tok in tokens:
-                who, client = http_principals(tok), api.as_(tok)
+                who, client = http_principals(tok), api.bearer(tok)
                 for q in qs:
                     for m in MODES:
                         r = client.post("/api/search", json={"query": q, "mode": m, "limit": 20})
@@ -418,7 +393,7 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                         check_expected(r.status_code == 404, f"{spec.path} invisible to {tok}: {r.status_code}")
                         check_clean(vault, who, r.text, "GET /api/notes/{id} (404 body)", note_id)
             for tok in TOKENS:
-                reader, client = http_principals(tok), api.as_(tok)
+                reader, client = http_principals(tok), api.bearer(tok)
                 r = client.get("/api/runs", params={"limit": 200})
                 assert r.status_code == 200, r.text
                 listed = {run["run_id"] for run in r.json()["runs"]}
@@ -459,7 +434,7 @@ def all_surfaces(lib: Library, vault: Vault, api: Api, callers: Iterable[frozens
         check_clean(vault, who, to_jsonable(result.trace), "ask trace", question)
         check_clean(vault, who, lib.store.list_notes(sorted(who))[0], "store.list_notes", question)
     for tok in TOKENS:
-        who, client = http_principals(tok), api.as_(tok)
+        who, client = http_principals(tok), api.bearer(tok)
         check_clean(vault, who, client.post("/api/search", json={"query": question}).json(), "api search", question)
         check_clean(vault, who, client.post("/api/ask", json={"question": question}).json(), "api ask", question)
         check_clean(vault, who, client.get("/api/notes", params={"limit": 500}).json(), "api notes", question)
@@ -488,7 +463,7 @@ def test_empty_acl_is_invisible_to_every_principal_set(tmp_path: Path) -> None:
         listed = {n["note_id"] for n in lib.store.list_notes(sorted(everyone))[0]}
         assert listed == {vault.note_ids[1], vault.note_ids[2]}
         for i in (0, 3):
-            assert Api(create_app(lib), "tok-all").get(f"/api/notes/{vault.note_ids[i]}").status_code == 404
+            assert Api(create_app(lib)).bearer("tok-all").get(f"/api/notes/{vault.note_ids[i]}").status_code == 404
     finally:
         lib.close()
 
@@ -512,18 +487,18 @@ def test_acl_change_public_to_ops_is_honoured_after_reindex(tmp_path: Path, engi
         after = indexed(lib, changed)  # the same Library: cached visibility must not survive
         assert after.note_ids == before.note_ids
         all_surfaces(lib, after, api, [frozenset({"public"}), frozenset({"public", "team"})], question)
-        new = api.as_("tok-none").post("/api/ask", json={"question": question}).json()
+        new = api.bearer("tok-none").post("/api/ask", json={"question": question}).json()
         check_clean(after, {"public"}, new, "new ask after change", question)
-        new_run = api.as_("tok-none").get(f"/api/runs/{new['run_id']}").json()
+        new_run = api.bearer("tok-none").get(f"/api/runs/{new['run_id']}").json()
         check_clean(after, {"public"}, new_run, "new run after change", question)
-        ops = api.as_("tok-ops").post("/api/search", json={"query": question}).json()
+        ops = api.bearer("tok-ops").post("/api/search", json={"query": question}).json()
         assert before.note_ids[0] in {h["note_id"] for h in ops["results"]}, "ops sees it now"
 
         # Current behaviour, kept on purpose: a run saved BEFORE the change, asked as public,
         # stays readable by public (the frame records what public was shown at the time).
         kept = lib.store.get_run(old.run_id, ["public"])
         assert kept is not None and "zqchangex" in json.dumps(kept)
-        r = api.as_("tok-none").get(f"/api/runs/{old.run_id}")
+        r = api.bearer("tok-none").get(f"/api/runs/{old.run_id}")
         assert r.status_code == 200 and "zqchangex" in r.text
     finally:
         lib.close()
@@ -538,15 +513,15 @@ def test_acl_change_on_disk_is_checked_on_read_before_reindex(tmp_path: Path) ->
         vault = indexed(lib, specs)
         api = Api(create_app(lib))
         note_id = vault.note_ids[0]
-        assert api.as_("tok-none").get(f"/api/notes/{note_id}").status_code == 200
+        assert api.bearer("tok-none").get(f"/api/notes/{note_id}").status_code == 200
         (vault_dir / "note-0.md").write_text(spec(0, ("hr",), "zqdiskx").render(), encoding="utf-8")
-        assert api.as_("tok-none").get(f"/api/notes/{note_id}").status_code == 404
-        assert api.as_("tok-hr").get(f"/api/notes/{note_id}").status_code == 200
+        assert api.bearer("tok-none").get(f"/api/notes/{note_id}").status_code == 404
+        assert api.bearer("tok-hr").get(f"/api/notes/{note_id}").status_code == 200
         # that read re-indexed the path, so search follows without `sunlib index`
         hidden = snapshot(lib, [spec(0, ("hr",), "zqdiskx"), specs[1]])
         assert hidden.note_ids == vault.note_ids
         for m in MODES:
-            body = api.as_("tok-none").post("/api/search", json={"query": "garden backup", "mode": m}).json()
+            body = api.bearer("tok-none").post("/api/search", json={"query": "garden backup", "mode": m}).json()
             check_clean(hidden, {"public"}, body, "search after read-time re-index", "garden backup")
     finally:
         lib.close()
@@ -565,7 +540,7 @@ def test_wikilinks_to_restricted_notes_reveal_nothing(tmp_path: Path) -> None:
         for question in ("garden backup server budget", "note-0 see also", "服务器 备份 预算"):
             all_surfaces(lib, vault, api, ALL_CALLERS, question)
         # the hub's own text names the link target (its words), never the target's content
-        detail = api.as_("tok-none").get(f"/api/notes/{vault.note_ids[1]}").json()
+        detail = api.bearer("tok-none").get(f"/api/notes/{vault.note_ids[1]}").json()
         assert detail["links"] == ["note-0", "note-2"]
         check_clean(vault, {"public"}, detail, "hub detail")
     finally:

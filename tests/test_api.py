@@ -10,7 +10,6 @@ session's e5 index is used where real answers and refusals matter.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import threading
@@ -23,6 +22,7 @@ import httpx
 import pytest
 import uvicorn
 
+from clients import Api
 from llm_server import ChatServer, start
 from sse import sse
 from sunlib import Library
@@ -40,31 +40,6 @@ ALL_STEPS = (*RETRIEVAL, "Context Builder", "Writer", "Citation Verifier", "Run 
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-class Api:
-    """Synchronous calls into an ASGI app, each on its own event loop, from a chosen client address."""
-
-    def __init__(self, app: Any, host: str = "127.0.0.1", headers: dict[str, str] | None = None) -> None:
-        self.app, self.host, self.headers = app, host, headers or {}
-
-    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        async def go() -> httpx.Response:
-            # an unhandled error comes back as the 500 a real client gets, not as an exception here
-            transport = httpx.ASGITransport(app=self.app, client=(self.host, 1234), raise_app_exceptions=False)
-            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1", headers=self.headers) as c:
-                return await c.request(method, url, **kwargs)
-
-        return asyncio.run(go())
-
-    def get(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("GET", url, **kwargs)
-
-    def post(self, url: str, **kwargs: Any) -> httpx.Response:
-        return self.request("POST", url, **kwargs)
-
-    def as_(self, headers: dict[str, str], host: str | None = None) -> Api:
-        return Api(self.app, host or self.host, headers)
 
 
 def shape(events: list[tuple[str, Any]]) -> list[str]:

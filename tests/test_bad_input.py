@@ -31,6 +31,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from clients import Api, sunlib
 from sunlib import Library
 from sunlib.errors import UserError
 from sunlib.notes_io import TEMP_SUFFIX
@@ -57,16 +58,6 @@ BAD_FILES = {
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def sunlib(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunlib", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=timeout,
-    )
-
-
 def one_line_error(r: subprocess.CompletedProcess[str], *needles: str) -> str:
     """The command failed with exactly one non-empty stderr line and no traceback."""
     assert r.returncode != 0, (r.stdout, r.stderr)
@@ -79,12 +70,7 @@ def one_line_error(r: subprocess.CompletedProcess[str], *needles: str) -> str:
 
 
 def call(app: FastAPI, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 1234), raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
-            return await c.request(method, url, **kwargs)
-
-    return asyncio.run(go())
+    return Api(app).request(method, url, **kwargs)
 
 
 def assert_json_error(r: httpx.Response, *statuses: int) -> dict[str, Any]:

@@ -9,15 +9,14 @@ the real pipeline on the session's e5 index.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from clients import sunlib
 from sunlib import Library
 from sunlib.answer.select import gate_key
 from sunlib.errors import DatasetError
@@ -41,16 +40,6 @@ METRICS = {
 EXTRA = {"citation_precision", "answer_span_hit", "latency_ms_p50", "latency_ms_p95", "questions"}
 FRAME_KEYS = {"question", "answer", "evidence", "citations", "refused", "refusal_reason", "confidence", "route"}
 HASH = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "COLUMNS": "200"}  # COLUMNS: rich must not wrap ids
-
-
-def sunlib(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunlib", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-    )
 
 
 def one_line_error(r: subprocess.CompletedProcess[str]) -> str:

@@ -15,17 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from clients import sunlib
+
 HASH_ENV = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}
-
-
-def sunlib(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sunlib", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        timeout=timeout,
-    )
 
 
 def free_port() -> int:
