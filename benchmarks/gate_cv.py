@@ -23,7 +23,7 @@ from typing import Any
 
 from sunlib import Library
 from sunlib.answer.router import language
-from sunlib.evaluate.calibrate import Fit, fit_gate
+from sunlib.evaluate.calibrate import SENTENCE_WEIGHTS, Fit, fit_gate
 from sunlib.evaluate.qa import load_qa, run_case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,9 @@ QA_DIR = ROOT / "src" / "sunlib" / "qa"
 VAULT = ROOT / "src" / "sunlib" / "sample_vault"
 
 
-def cross_validate(rows: list[dict[str, Any]], per_language: bool, seeds: int, folds: int) -> dict[str, float]:
+def cross_validate(
+    rows: list[dict[str, Any]], per_language: bool, seeds: int, folds: int, sentence_weights: tuple[float, ...] = (0.0,)
+) -> dict[str, float]:
     refused = {True: 0, False: 0}
     total = {True: 0, False: 0}
     for seed in range(seeds):
@@ -44,7 +46,7 @@ def cross_validate(rows: list[dict[str, Any]], per_language: bool, seeds: int, f
             gates: dict[str, Fit] = {}
             if per_language:
                 for lang in {r["asked_in"] for r in train}:
-                    gates[lang] = fit_gate([r for r in train if r["asked_in"] == lang], dense=True)
+                    gates[lang] = fit_gate([r for r in train if r["asked_in"] == lang], True, sentence_weights)
             for r in held_out:
                 gate = gates.get(r["asked_in"], overall)
                 refused[r["answerable"]] += gate.refuses(r)
@@ -74,8 +76,13 @@ def main() -> None:
     )
     print("| gate | refusal rate | false-refusal rate | balanced accuracy |")
     print("|---|---|---|---|")
-    for label, per_language in (("one for all questions", False), ("one per question language", True)):
-        m = cross_validate(rows, per_language, args.seeds, args.folds)
+    variants = (
+        ("one for all questions", False, (0.0,)),
+        ("one per question language", True, (0.0,)),
+        ("one per question language, with the sentence signal", True, SENTENCE_WEIGHTS),
+    )
+    for label, per_language, sentence_weights in variants:
+        m = cross_validate(rows, per_language, args.seeds, args.folds, sentence_weights)
         print(f"| {label} | {m['refusal_rate']:.3f} | {m['false_refusal_rate']:.3f} | {m['balanced_accuracy']:.3f} |")
 
 

@@ -4,18 +4,26 @@ and the extractive writer's sentence choice (with the real bundled sentence mode
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sunlib import Library
 from sunlib.answer.expect import Expectation, expected_answer
 from sunlib.answer.select import Gate, gate_key
-from sunlib.config import DEFAULT_GATE, AnswerSettings, GateSetting
+from sunlib.config import DEFAULT_GATE, AnswerSettings, GateSetting, Settings
 from sunlib.contracts import BuiltContext, Evidence, WriteRequest
-from sunlib.providers.writers.extractive import ExtractiveWriter, _sentence_embedder
+from sunlib.evaluate.calibrate import fit_gate
+from sunlib.providers import sentence_model
+from sunlib.providers.embedders.hashing import HashEmbedder
+from sunlib.providers.registry import Kind, MemoEmbedder
+from sunlib.providers.writers.extractive import ExtractiveWriter
 from sunlib.text import TermWeights
 from sunlib.text.terms import content_terms, fold, names, token_set
+
+USE = sentence_model(Settings())  # the bundled sentence model, loaded once
 
 # -- question frames ---------------------------------------------------------------------------------
 
@@ -56,6 +64,10 @@ def test_words_that_only_frame_a_question_are_not_terms() -> None:
         ("给一万篇笔记建索引要多久？万一中断了呢？", ["一万"]),
         ("How do filters and ACL work together? I wonder.", ["ACL"]),
         ("Which principal does a search act as by default?", []),
+        # small numbers are values the asker proposes; hyphenated plain words are no names
+        ("If I lower max_tokens from 500 to 300, what changes?", ["max_tokens"]),
+        ("One note has a messed-up header block. Is the sqlite-vec table fine?", []),
+        ("Does `sqlite-vec` use an index?", ["sqlite-vec"]),
         # Latin words run straight into Chinese text; a function word is no name however it is written
         ("默认的e5模型用HNSW吗", ["e5", "HNSW"]),
         ("Adobe OnLocation除了录音还能录制什么？", ["Adobe", "OnLocation"]),
@@ -192,15 +204,27 @@ def test_the_checks_can_be_turned_off(small_library: Library) -> None:
 def test_each_language_has_its_own_default_gate_unless_one_is_set() -> None:
     s = AnswerSettings()
     en, zh = s.gate_languages["en"], s.gate_languages["zh"]
-    assert s.dense_gate("en") == (en.threshold, en.cosine_weight, "settings for en questions")
-    assert s.dense_gate("zh") == (zh.threshold, zh.cosine_weight, "settings for zh questions")
-    assert zh.threshold > en.threshold  # e5 scores Chinese pairs higher
-    assert s.dense_gate("ja") == (*DEFAULT_GATE, "settings")
+    assert s.dense_gate("en") == (en, "settings for en questions")
+    assert s.dense_gate("zh") == (zh, "settings for zh questions")
+    overall = GateSetting(threshold=DEFAULT_GATE[0], cosine_weight=DEFAULT_GATE[1])
+    assert s.dense_gate("ja") == s.dense_gate(None) == (overall, "settings")
     # an explicit gate applies to every language; the other value keeps its default
-    assert AnswerSettings(gate_threshold=0.7).dense_gate("zh") == (0.7, DEFAULT_GATE[1], "settings")
-    assert AnswerSettings(gate_cosine_weight=0.5).dense_gate("en") == (DEFAULT_GATE[0], 0.5, "settings")
+    seven = GateSetting(threshold=0.7, cosine_weight=DEFAULT_GATE[1])
+    assert AnswerSettings(gate_threshold=0.7).dense_gate("zh") == (seven, "settings")
+    half = GateSetting(threshold=DEFAULT_GATE[0], cosine_weight=0.5)
+    assert AnswerSettings(gate_cosine_weight=0.5).dense_gate("en") == (half, "settings")
     mine = AnswerSettings(gate_languages={"en": GateSetting(threshold=0.5, cosine_weight=0.0)})
-    assert mine.dense_gate("en")[:2] == (0.5, 0.0) and mine.dense_gate("zh")[2] == "settings"
+    assert mine.dense_gate("en")[0].threshold == 0.5 and mine.dense_gate("zh")[1] == "settings"
+
+
+def test_the_gate_score_weighs_three_signals_and_falls_back_without_the_sentence_one() -> None:
+    plain = Gate(0.8, 0.9, "settings")
+    assert plain.score(0.9, 0.5, 0.3) == pytest.approx(0.9 * 0.9 + 0.1 * 0.5)  # v = 0: the sentence is ignored
+    assert plain.score(None, 0.5, None) == pytest.approx(0.5)  # no dense score: coverage alone
+    gate = Gate(0.7, 0.9, "settings", sentence_weight=1.0, fallback=plain)
+    assert gate.score(0.9, 0.5, 0.3) == pytest.approx((0.9 * 0.9 + 0.1 * 0.5 + 0.3) / 2)
+    assert gate.usable(0.3) is gate and gate.usable(None) is plain
+    assert Gate(0.7, 0.9, "settings", 1.0).usable(None) == Gate(0.7, 0.9, "settings")
 
 
 def test_a_stored_gate_is_read_per_language(hash_library: Library) -> None:
@@ -213,12 +237,66 @@ def test_a_stored_gate_is_read_per_language(hash_library: Library) -> None:
         "cosine_weight": 0.9,
         "calibrated_at": "2026-11-30",
         "questions": 70,
-        "languages": {"zh": {"threshold": 0.88, "cosine_weight": 0.95, "questions": 34}},
+        "languages": {"zh": {"threshold": 0.7, "cosine_weight": 0.95, "sentence_weight": 0.5, "questions": 34}},
     }
     store.set_meta(key, json.dumps(stored))
-    assert Gate.load(store, key, default, "zh") == Gate(0.88, 0.95, "calibrated 2026-11-30 on 34 zh questions")
-    assert Gate.load(store, key, default, "en") == Gate(0.8, 0.9, "calibrated 2026-11-30 on 70 questions")
-    assert Gate.load(store, key, default) == Gate(0.8, 0.9, "calibrated 2026-11-30 on 70 questions")
+    overall = Gate(0.8, 0.9, "calibrated 2026-11-30 on 70 questions")
+    zh = Gate(0.7, 0.95, "calibrated 2026-11-30 on 34 zh questions", 0.5, overall)
+    assert Gate.load(store, key, default, "zh") == zh
+    assert Gate.load(store, key, default, "en") == Gate.load(store, key, default) == overall
+
+
+def test_the_calibration_adds_the_sentence_signal_only_where_it_separates() -> None:
+    def row(answerable: bool, cosine: float, sentence: float) -> dict[str, object]:
+        return {
+            "answerable": answerable,
+            "checks_passed": True,
+            "top_cosine": cosine,
+            "coverage": 0.5,
+            "sentence_cosine": sentence,
+        }
+
+    # cosines overlap; the sentence cosine alone separates the two classes
+    rows = [row(True, c, s) for c, s in ((0.90, 0.6), (0.88, 0.55), (0.86, 0.7), (0.91, 0.5))]
+    rows += [row(False, c, s) for c, s in ((0.89, 0.3), (0.87, 0.35), (0.92, 0.2))]
+    without = fit_gate(rows, True)
+    assert without.sentence_weight == 0.0 and without.balanced_accuracy < 1.0
+    fit = fit_gate(rows, True, (0.0, 0.5, 1.0))
+    assert fit.sentence_weight > 0 and fit.balanced_accuracy == 1.0
+    assert not any(fit.refuses(r) for r in rows[:4]) and all(fit.refuses(r) for r in rows[4:])
+    # when the sentence cosine says nothing, the fit leaves it out
+    flat = [{**r, "sentence_cosine": 0.4} for r in rows]
+    assert fit_gate(flat, True, (0.0, 0.5, 1.0)).sentence_weight == 0.0
+
+
+def test_the_sentence_signal_is_in_the_trace(small_library: Library) -> None:
+    sel = _selection(small_library, "Which table holds the vectors of an embedding space?")
+    assert isinstance(sel["sentence_cosine"], float) and 0.0 < sel["sentence_cosine"] <= 1.0
+    assert sel["sentence_weight"] == small_library.settings.answer.gate_languages["en"].sentence_weight
+
+
+class CountingHash(HashEmbedder):
+    """The real hashing embedder, recording each batch it is asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        self.calls.append(list(texts))
+        return super().embed_batch(texts, kind)
+
+
+def test_the_sentence_model_embeds_each_text_once() -> None:
+    inner = CountingHash()
+    memo = MemoEmbedder(inner, size=3)
+    first = memo.embed(["a b", "c d", "a b"])
+    assert inner.calls == [["a b", "c d"]] and first.shape == (3, inner.dim)
+    assert np.array_equal(memo.embed(["c d"])[0], first[1]) and len(inner.calls) == 1
+    assert np.array_equal(memo.embed_query("a b"), HashEmbedder().embed_query("a b"))  # queries are kept apart
+    memo.embed(["e f", "g h"])  # over the size: the oldest text is forgotten
+    memo.embed(["a b"])
+    assert inner.calls[-1] == ["a b"]
 
 
 # -- the extractive writer's sentence choice -----------------------------------------------------------
@@ -251,7 +329,7 @@ def _request(question: str, evidence: list[Evidence], max_sentences: int = 2) ->
 def test_the_writer_prefers_the_sentence_that_means_the_answer(question: str, meant: str, other: str) -> None:
     # neither sentence shares a term with the question, and the other one comes from the stronger source
     evidence = [_ev(1, "chk_other", other, 1.0), _ev(2, "chk_meant", meant, 0.95)]
-    semantic = ExtractiveWriter(lambda: _sentence_embedder("use", 1)).write(_request(question, evidence, 1))
+    semantic = ExtractiveWriter(USE).write(_request(question, evidence, 1))
     assert semantic.text == f"{meant} [ref:chk_meant]"
     lexical = ExtractiveWriter(None).write(_request(question, evidence, 1))
     assert lexical.text == f"{other} [ref:chk_other]"
@@ -260,7 +338,7 @@ def test_the_writer_prefers_the_sentence_that_means_the_answer(question: str, me
 def test_the_writer_quotes_at_most_two_sentences_of_a_source_in_reading_order() -> None:
     text = "Chunks hold whole sentences. Chunks overlap by whole sentences. Chunks keep their headings."
     evidence = [_ev(1, "chk_a", text, 1.0), _ev(2, "chk_b", "Chunks are embedded in batches.", 0.5)]
-    draft = ExtractiveWriter(lambda: _sentence_embedder("use", 1)).write(_request("How are chunks made?", evidence, 4))
+    draft = ExtractiveWriter(USE).write(_request("How are chunks made?", evidence, 4))
     assert draft.text.count("[ref:chk_a]") == 2 and draft.text.count("[ref:chk_b]") == 1
     quoted = [part.split(" [ref:")[0].strip() for part in draft.text.split("]") if "[ref:" in part]
     positions = [(0 if q in text else 1, text.find(q)) for q in quoted]

@@ -143,9 +143,7 @@ def test_rag_targets_on_the_test_set(e5_library: Library) -> None:
         ("refusal_rate", m["refusal_rate"] == 1.0, ids(lambda r: not r["answerable"] and not r["refused"])),
         ("unsupported_claim_rate", m["unsupported_claim_rate"] == 0.0, ids(lambda r: r["unsupported"])),
         ("answer_span_hit", m["answer_span_hit"] >= 0.95, ids(lambda r: r["span_hit"] is False)),
-        # The target for false refusals is 0.05. It is not met: 4 of 45 are refused (0.089), each within
-        # 0.01 of its language's threshold (docs/evaluation.md), so this guards the current level.
-        ("false_refusal_rate", m["false_refusal_rate"] <= 0.10, ids(lambda r: r["answerable"] and r["refused"])),
+        ("false_refusal_rate", m["false_refusal_rate"] <= 0.05, ids(lambda r: r["answerable"] and r["refused"])),
     ]
     missed = [f"{name}={m[name]} failing: {failing}" for name, ok, failing in targets if not ok]
     assert not missed, "\n".join(missed)

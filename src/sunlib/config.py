@@ -82,14 +82,16 @@ DEFAULT_GATE = (0.8509, 0.9)  # threshold, cosine weight: all languages, bundled
 class GateSetting(BaseModel):
     threshold: float = Field(ge=0.0, le=1.0)
     cosine_weight: float = Field(ge=0.0, le=1.0)
+    sentence_weight: float = Field(0.0, ge=0.0, le=10.0)
 
 
 class AnswerSettings(BaseModel):
     """How ``sunlib ask`` turns search hits into a cited answer or a refusal."""
 
     writer: str = "extractive"  # extractive | openai | llama-cpp
-    # The extractive writer ranks evidence sentences partly by their cosine with the question
-    # under this bundled embedding model ("use" is about 2 ms a sentence); "none": terms only.
+    # A bundled embedding model for single sentences ("use" is about 2 ms a sentence): the
+    # extractive writer ranks evidence sentences partly by their cosine with the question, and
+    # a gate with a sentence weight reads the best of those cosines. "none": terms only.
     sentence_model: str = "use"
     router: Literal["auto", "rules", "llm"] = "auto"  # auto: the LLM router when the writer is an LLM
     reranker: str = "lexical"  # none | lexical | cross-encoder | fusion
@@ -102,20 +104,22 @@ class AnswerSettings(BaseModel):
     top_k: int = Field(5, ge=1, le=50)  # evidence chunks kept after selection
     # Seed 002 phase 1: drop candidates whose rerank score (top = 1.0) is below this.
     min_score: float = Field(0.05, ge=0.0, le=1.0)
-    # Refusal gate. Gate score = w * top dense cosine + (1 - w) * query-term coverage of the
-    # evidence; below the threshold the question is refused. Values calibrated for the active
+    # Refusal gate. Gate score = (w * top dense cosine + (1 - w) * query-term coverage of the
+    # evidence + v * best sentence cosine) / (1 + v), with v the sentence weight (0 unless set);
+    # below the threshold the question is refused. Values calibrated for the active
     # embedding space (`sunlib eval calibrate`) are stored in the index and win over these.
     # The defaults were calibrated for the default e5 space on the bundled calibration set
     # (src/sunlib/qa/sample_vault_calibration.jsonl); recalibrate for another model.
     # Set either of these for one gate for every language; left unset, a question's language
     # picks its gate from gate_languages (e5 scores Chinese pairs higher than English ones),
-    # and other languages get threshold 0.8509 with cosine weight 0.9.
+    # and other languages (or any question when sentence_model = "none" and its language's
+    # gate has a sentence weight) get threshold 0.8509 with cosine weight 0.9.
     gate_threshold: float | None = Field(None, ge=0.0, le=1.0)
     gate_cosine_weight: float | None = Field(None, ge=0.0, le=1.0)
     gate_languages: dict[str, GateSetting] = Field(
         default_factory=lambda: {
-            "en": GateSetting(threshold=0.8487, cosine_weight=0.95),
-            "zh": GateSetting(threshold=0.8824, cosine_weight=0.95),
+            "en": GateSetting(threshold=0.8489, cosine_weight=0.95),
+            "zh": GateSetting(threshold=0.6436, cosine_weight=0.95, sentence_weight=1.0),
         }
     )
     gate_threshold_bm25: float = Field(0.4729, ge=0.0, le=1.0)  # when no dense score exists
@@ -137,14 +141,13 @@ class AnswerSettings(BaseModel):
     max_sentences: int = Field(4, ge=1, le=20)  # extractive writer
     save_runs: bool = True
 
-    def dense_gate(self, lang: str) -> tuple[float, float, str]:
-        """(threshold, cosine weight, where they come from) for a question in ``lang``."""
+    def dense_gate(self, lang: str | None) -> tuple[GateSetting, str]:
+        """The gate for a question in ``lang`` (None: the one for all languages) and where it comes from."""
         if self.gate_threshold is None and self.gate_cosine_weight is None and lang in self.gate_languages:
-            own = self.gate_languages[lang]
-            return own.threshold, own.cosine_weight, f"settings for {lang} questions"
+            return self.gate_languages[lang], f"settings for {lang} questions"
         threshold = DEFAULT_GATE[0] if self.gate_threshold is None else self.gate_threshold
         weight = DEFAULT_GATE[1] if self.gate_cosine_weight is None else self.gate_cosine_weight
-        return threshold, weight, "settings"
+        return GateSetting(threshold=threshold, cosine_weight=weight), "settings"
 
 
 class LLMSettings(BaseModel):

@@ -30,7 +30,7 @@ from ..contracts import (
     to_jsonable,
 )
 from ..errors import ProviderError, UserError
-from ..providers import Reranker, Writer, create_reranker, create_writer
+from ..providers import Reranker, Writer, create_reranker, create_writer, sentence_model
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..text import TermWeights
 from ..trace import Listener, Tracer
@@ -68,6 +68,7 @@ class Asker:
         self.lib = library
         self.settings = library.settings.answer
         self.writer = writer or create_writer(library.settings)
+        self.sentence_model = sentence_model(library.settings)  # a loader; the gate and the writer share it
         self.reranker = reranker if reranker is not None else create_reranker(self.settings)
         if self.reranker is not None:
             self.reranker.bind(library.store, library.settings)
@@ -232,14 +233,22 @@ class Asker:
         s = self.settings
         store = self.lib.store
         # a dense gate is per embedding space; without a dense score the lexical gate decides
-        dense_default = Gate(*s.dense_gate(lang))
+        own, source = s.dense_gate(lang)
+        overall, _ = s.dense_gate(None)
+        dense_default = Gate(
+            own.threshold,
+            own.cosine_weight,
+            source,
+            own.sentence_weight,
+            Gate(overall.threshold, overall.cosine_weight, "settings"),
+        )
         uses_dense = self.lib.settings.search.mode != "bm25"
         dense_gate = (
             Gate.load(store, gate_key(self.lib.space.name), dense_default, lang) if uses_dense else dense_default
         )
         lexical_gate = Gate.load(store, gate_key(None), Gate(s.gate_threshold_bm25, 0.0, "settings"), lang)
         with tracer.step("Selection/Refusal", f"{len(ranked)} candidates, min score {s.min_score}") as step:
-            sel = select(question, ranked, weights, dense_gate, lexical_gate, s)
+            sel = select(question, ranked, weights, dense_gate, lexical_gate, s, self.sentence_model)
             step.done(
                 (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
                 status="ok" if sel.passed else "warning",
@@ -248,10 +257,12 @@ class Asker:
                 dropped_duplicates=sel.dropped_dupes,
                 top_cosine=None if sel.top_cosine is None else round(sel.top_cosine, 4),
                 coverage=round(sel.coverage, 4),
+                sentence_cosine=None if sel.sentence_cosine is None else round(sel.sentence_cosine, 4),
                 missing_terms=list(sel.missing_terms[:10]),
                 gate_score=round(sel.gate_score, 4),
                 threshold=round(sel.threshold, 4),
                 cosine_weight=sel.gate.cosine_weight if sel.top_cosine is not None else 0.0,
+                sentence_weight=sel.gate.sentence_weight,
                 gate_source=sel.gate.source,
                 passed=sel.passed,
                 missing_names=list(sel.missing_names),

@@ -2,10 +2,14 @@
 
 * Minimum score (seed 002 phase 1): candidates whose rerank score (best = 1.0) is
   below ``min_score`` are dropped; repeated texts are dropped; ``top_k`` remain.
-* Refusal gate (seed 001): ``gate = w * top cosine + (1 - w) * coverage``, where the
-  top cosine is the best dense similarity among the selected chunks and coverage is
-  the IDF-weighted share of the question's terms that the top three chunks contain.
-  Below the threshold, the question is refused with both numbers in the reason.
+* Refusal gate (seed 001): ``gate = (w * top cosine + (1 - w) * coverage + v * best
+  sentence) / (1 + v)``, where the top cosine is the best dense similarity among the
+  selected chunks, coverage is the IDF-weighted share of the question's terms that
+  the top three chunks contain, and best sentence is the highest cosine between the
+  question and one quotable sentence of the selected chunks under the sentence model
+  (``[answer] sentence_model``). The sentence weight v is 0 unless a calibration
+  found it helps for the question's language (for Chinese it does).
+  Below the threshold, the question is refused with the numbers in the reason.
   Without a dense route the gate is coverage alone, against its own threshold.
   Thresholds are per embedding space, and within it per question language when the
   calibration set had enough questions in that language: calibrated ones stored in
@@ -24,13 +28,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from ..config import AnswerSettings
 from ..contracts import Evidence, Ranked
+from ..providers.registry import Embedder
 from ..store import ChunkRow, SqliteStore
 from ..text import TermWeights
+from ..text.sentences import clean_sentence, sentence_spans
 from ..text.terms import fold, names, token_set
 from .expect import Expectation, expected_answer
 
@@ -39,11 +47,29 @@ GATE_DEPTH = 3  # chunks whose terms count towards coverage and confidence
 
 @dataclass(frozen=True)
 class Gate:
-    """A refusal threshold for one kind of evidence score, and where it came from."""
+    """A refusal threshold for one kind of evidence score, and where it came from.
+
+    ``score = (w * cosine + (1 - w) * coverage + v * sentence) / (1 + v)`` with w the
+    cosine weight and v the sentence weight. A gate with v > 0 was fitted with the
+    sentence signal; when that signal is missing (``sentence_model = "none"``) its
+    ``fallback``, fitted without it, decides instead."""
 
     threshold: float
     cosine_weight: float  # 0 for the lexical-only gate
     source: str  # "settings" or "calibrated <date> on <n> questions"
+    sentence_weight: float = 0.0
+    fallback: Gate | None = None
+
+    def score(self, cosine: float | None, coverage: float, sentence: float | None) -> float:
+        w = self.cosine_weight if cosine is not None else 0.0
+        v = self.sentence_weight if sentence is not None else 0.0
+        return (w * (cosine or 0.0) + (1 - w) * coverage + v * (sentence or 0.0)) / (1 + v)
+
+    def usable(self, sentence: float | None) -> Gate:
+        """This gate, or the one to use instead when it needs a sentence signal that is missing."""
+        if self.sentence_weight and sentence is None:
+            return self.fallback or replace(self, sentence_weight=0.0)
+        return self
 
     @classmethod
     def load(cls, store: SqliteStore, key: str, default: Gate, lang: str | None = None) -> Gate:
@@ -53,18 +79,32 @@ class Gate:
             return default
         data = json.loads(raw)
         when = data.get("calibrated_at", "?")
+        overall = cls._from(data, f"calibrated {when} on {data.get('questions', '?')} questions")
         mine = (data.get("languages") or {}).get(lang) if lang else None
-        if mine:
-            return cls(
-                float(mine["threshold"]),
-                float(mine["cosine_weight"]),
-                f"calibrated {when} on {mine.get('questions', '?')} {lang} questions",
-            )
+        if not mine:
+            return overall
+        source = f"calibrated {when} on {mine.get('questions', '?')} {lang} questions"
+        return replace(cls._from(mine, source), fallback=overall)
+
+    @classmethod
+    def _from(cls, data: dict[str, object], source: str) -> Gate:
         return cls(
-            float(data["threshold"]),
-            float(data["cosine_weight"]),
-            f"calibrated {when} on {data.get('questions', '?')} questions",
+            float(str(data["threshold"])),
+            float(str(data["cosine_weight"])),
+            source,
+            float(str(data.get("sentence_weight", 0.0))),
         )
+
+
+def best_sentence_cosine(question: str, texts: Sequence[str], model: Embedder) -> float | None:
+    """The highest cosine between the question and any sentence or heading of ``texts``.
+
+    Headings count: a note that asks the user's question as a heading is about it."""
+    spans = ((text, s, e) for text in texts for s, e in sentence_spans(text))
+    sentences = [x for x in dict.fromkeys(clean_sentence(text[s:e]) for text, s, e in spans) if x]
+    if not sentences:
+        return None
+    return float(np.max(model.embed(sentences) @ model.embed_query(question)))
 
 
 def gate_key(space_name: str | None) -> str:
@@ -79,6 +119,7 @@ class Selection:
     dropped_dupes: int
     top_cosine: float | None
     coverage: float
+    sentence_cosine: float | None
     missing_terms: tuple[str, ...]
     gate_score: float
     threshold: float
@@ -104,6 +145,7 @@ def select(
     dense_gate: Gate,
     lexical_gate: Gate,
     settings: AnswerSettings,
+    sentence_model: Callable[[], Embedder] | None = None,
 ) -> Selection:
     kept: list[Ranked] = []
     seen: set[str] = set()
@@ -123,15 +165,18 @@ def select(
     coverage, missing = weights.coverage(token_set(r.hit.text for r in head))
     cosines = [r.hit.routes["dense"].score for r in kept if "dense" in r.hit.routes and r.hit.routes["dense"].rank]
     top_cosine = max(cosines) if cosines else None
-    gate = dense_gate if top_cosine is not None else lexical_gate
-    w = gate.cosine_weight if top_cosine is not None else 0.0
-    gate_score = w * (top_cosine or 0.0) + (1 - w) * coverage
+    texts = [r.hit.text for r in kept]
+    sentence_cosine = best_sentence_cosine(question, texts, sentence_model()) if sentence_model and kept else None
+    gate = (dense_gate if top_cosine is not None else lexical_gate).usable(sentence_cosine)
+    gate_score = gate.score(top_cosine, coverage, sentence_cosine)
     threshold = gate.threshold
     parts = (
         f"top cosine {top_cosine:.3f}, coverage {coverage:.2f}"
         if top_cosine is not None
         else f"coverage {coverage:.2f}, no dense score"
     )
+    if gate.sentence_weight and sentence_cosine is not None:
+        parts += f", best sentence {sentence_cosine:.3f}"
     per_chunk = [weights.coverage(token_set([r.hit.text]))[0] for r in head]
     confidence = sum(per_chunk) / len(per_chunk) if per_chunk else 0.0
     level = (
@@ -166,6 +211,7 @@ def select(
         dupes,
         top_cosine,
         coverage,
+        sentence_cosine,
         tuple(missing),
         gate_score,
         threshold,

@@ -1,20 +1,24 @@
 """Calibrate the refusal gate on a labelled QA set and store it with the index (seed 001).
 
-Each question runs through the pipeline once to read its two gate signals (the top
-dense cosine of the selected evidence and the weighted term coverage), and whether
-the name and answer-type checks refused it (those refuse whatever the threshold, so
-the fit counts them as refused). Then, for every cosine weight w in 0, 0.05, ..., 1,
-every threshold between two observed gate scores is tried, and the pair with the best
-balanced accuracy of the whole decision (mean of the refusal rate on unanswerable
-questions and the answer rate on answerable ones) wins; ties go to the widest margin,
-then to the lower false-refusal rate.
+Each question runs through the pipeline once to read its gate signals (the top
+dense cosine of the selected evidence, the weighted term coverage, and the best
+sentence cosine under the sentence model), and whether the name and answer-type
+checks refused it (those refuse whatever the threshold, so the fit counts them as
+refused). Then, for every cosine weight w in 0, 0.05, ..., 1 (and, for a language's
+own gate, every sentence weight v in ``SENTENCE_WEIGHTS``), every threshold between
+two observed gate scores is tried, and the combination with the best balanced
+accuracy of the whole decision (mean of the refusal rate on unanswerable questions
+and the answer rate on answerable ones) wins; ties go to the widest margin, then to
+the lower false-refusal rate, then to the smaller v.
 
-The fit is made once for all questions and once per question language (as the
-pipeline detects it) that has at least ``MIN_PER_CLASS`` answerable and unanswerable
-questions: e5 gives Chinese question-passage pairs higher cosines than English ones
-(docs/evaluation.md), so one threshold for both is too strict for one language or too
-lax for the other. At ask time the question's language picks its gate, and a language
-without one uses the overall gate.
+The fit is made once for all questions, without the sentence signal, and once per
+question language (as the pipeline detects it) that has at least ``MIN_PER_CLASS``
+answerable and unanswerable questions: e5 gives Chinese question-passage pairs
+higher cosines than English ones, and the sentence model separates Chinese questions
+better than English ones (docs/evaluation.md), so one gate for both is too strict for
+one language or too lax for the other. At ask time the question's language picks its
+gate; a language without one, or a gate whose sentence signal is missing because
+``sentence_model = "none"``, uses the overall gate.
 
 The result is stored under the active embedding space (``gate:<space>``), or
 ``gate:bm25`` in BM25 mode, so a different model or chunker never reuses it. Use a
@@ -31,12 +35,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..answer.router import language
-from ..answer.select import gate_key
+from ..answer.select import Gate, gate_key
 from ..errors import DatasetError
 from ..library import Library
 from .qa import QACase, run_case
 
 WEIGHTS = tuple(round(i * 0.05, 2) for i in range(21))
+SENTENCE_WEIGHTS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.0)
 MIN_PER_CLASS = 3  # answerable and unanswerable questions a language needs for a gate of its own
 
 
@@ -44,6 +49,7 @@ MIN_PER_CLASS = 3  # answerable and unanswerable questions a language needs for 
 class Fit:
     threshold: float
     cosine_weight: float
+    sentence_weight: float
     balanced_accuracy: float
     refusal_rate: float
     false_refusal_rate: float
@@ -53,6 +59,7 @@ class Fit:
         return {
             "threshold": round(self.threshold, 4),
             "cosine_weight": self.cosine_weight,
+            "sentence_weight": self.sentence_weight,
             "balanced_accuracy": round(self.balanced_accuracy, 4),
             "refusal_rate": round(self.refusal_rate, 4),
             "false_refusal_rate": round(self.false_refusal_rate, 4),
@@ -61,7 +68,7 @@ class Fit:
 
     def refuses(self, row: dict[str, Any]) -> bool:
         """Whether this gate (with the checks recorded in the row) refuses a ``run_case`` row."""
-        return _refused(row, self.cosine_weight, self.threshold)
+        return _refused(row, self.cosine_weight, self.sentence_weight, self.threshold)
 
 
 def calibrate_gate(
@@ -77,12 +84,13 @@ def calibrate_gate(
     if not ans or not unans:
         raise DatasetError("calibration needs both answerable and unanswerable questions")
     dense = any(r["top_cosine"] is not None for r in rows)
+    sentences = all(r["sentence_cosine"] is not None for r in rows)
     overall = fit_gate(rows, dense)
     by_language: dict[str, Fit] = {}
     for lang in sorted({r["asked_in"] for r in rows}):
         mine = [r for r in rows if r["asked_in"] == lang]
         if min(sum(r["answerable"] for r in mine), sum(not r["answerable"] for r in mine)) >= MIN_PER_CLASS:
-            by_language[lang] = fit_gate(mine, dense)
+            by_language[lang] = fit_gate(mine, dense, SENTENCE_WEIGHTS if sentences else (0.0,))
     w = overall.cosine_weight
     stamp = datetime.now(UTC).date().isoformat()
     result = {
@@ -97,8 +105,8 @@ def calibrate_gate(
             "unanswerable": sum(not r["checks_passed"] for r in unans),
         },
         "distributions": {  # overall gate scores of the questions the checks let through
-            "answerable": sorted(round(_score(r, w), 4) for r in ans if r["checks_passed"]),
-            "unanswerable": sorted(round(_score(r, w), 4) for r in unans if r["checks_passed"]),
+            "answerable": sorted(round(_score(r, w, 0.0), 4) for r in ans if r["checks_passed"]),
+            "unanswerable": sorted(round(_score(r, w, 0.0), 4) for r in unans if r["checks_passed"]),
         },
         "signals": [
             {
@@ -107,6 +115,7 @@ def calibrate_gate(
                 "answerable": r["answerable"],
                 "top_cosine": r["top_cosine"],
                 "coverage": r["coverage"],
+                "sentence_cosine": r["sentence_cosine"],
                 "checks_passed": r["checks_passed"],
             }
             for r in rows
@@ -115,7 +124,7 @@ def calibrate_gate(
     stored = {
         **{k: result[k] for k in ("threshold", "cosine_weight", "calibrated_at", "questions", "balanced_accuracy")},
         "languages": {
-            lang: {k: fit[k] for k in ("threshold", "cosine_weight", "questions")}
+            lang: {k: fit[k] for k in ("threshold", "cosine_weight", "sentence_weight", "questions")}
             for lang, fit in result["languages"].items()
         },
     }
@@ -123,32 +132,35 @@ def calibrate_gate(
     return result
 
 
-def fit_gate(rows: Sequence[dict[str, Any]], dense: bool) -> Fit:
-    """The (cosine weight, threshold) with the best balanced accuracy on these rows."""
-    ans = [r for r in rows if r["answerable"]]
-    unans = [r for r in rows if not r["answerable"]]
-    best: tuple[float, float, float, float, float, float] | None = None  # (bal, margin, -frr, w, t, rr)
-    for w in WEIGHTS if dense else (0.0,):
-        scores = [_score(r, w) for r in rows]
-        values = sorted(set(scores))
-        cuts = [(x + y) / 2 for x, y in itertools.pairwise(values)] or values
-        for t in cuts:
-            rr = sum(_refused(r, w, t) for r in unans) / len(unans) if unans else 0.0
-            frr = sum(_refused(r, w, t) for r in ans) / len(ans) if ans else 0.0
-            margin = min((abs(s - t) for s in scores), default=0.0)
-            key = ((rr + 1 - frr) / 2, margin, -frr, w, t, rr)
-            if best is None or key[:3] > best[:3]:
-                best = key
+def fit_gate(rows: Sequence[dict[str, Any]], dense: bool, sentence_weights: Sequence[float] = (0.0,)) -> Fit:
+    """The (cosine weight, sentence weight, threshold) with the best balanced accuracy on these rows."""
+    answerable = [bool(r["answerable"]) for r in rows]
+    passed = [bool(r["checks_passed"]) for r in rows]
+    n_ans = sum(answerable)
+    n_unans = len(rows) - n_ans
+    best: tuple[float, float, float] | None = None  # (balanced accuracy, margin, -frr)
+    chosen = (0.0, 0.0, 0.0, 0.0)  # w, v, threshold, refusal rate
+    for v in sentence_weights:
+        for w in WEIGHTS if dense else (0.0,):
+            scores = [_score(r, w, v) for r in rows]
+            values = sorted(set(scores))
+            for t in [(x + y) / 2 for x, y in itertools.pairwise(values)] or values:
+                refused = [not p or sc < t for p, sc in zip(passed, scores, strict=True)]
+                rr = sum(x and not a for x, a in zip(refused, answerable, strict=True)) / n_unans if n_unans else 0.0
+                frr = sum(x and a for x, a in zip(refused, answerable, strict=True)) / n_ans if n_ans else 0.0
+                key = ((rr + 1 - frr) / 2, min(abs(sc - t) for sc in scores), -frr)
+                if best is None or key > best:
+                    best, chosen = key, (w, v, t, rr)
     assert best is not None
-    bal, _, neg_frr, w, t, rr = best
-    return Fit(t, w, bal, rr, -neg_frr, len(rows))
+    w, v, t, rr = chosen
+    return Fit(t, w, v, best[0], rr, -best[2], len(rows))
 
 
-def _refused(row: dict[str, Any], w: float, threshold: float) -> bool:
-    return not row["checks_passed"] or _score(row, w) < threshold
+def _refused(row: dict[str, Any], w: float, v: float, threshold: float) -> bool:
+    return not row["checks_passed"] or _score(row, w, v) < threshold
 
 
-def _score(row: dict[str, Any], w: float) -> float:
-    cos = row["top_cosine"] if row["top_cosine"] is not None else 0.0
-    cov = row["coverage"] if row["coverage"] is not None else 0.0
-    return float(w * cos + (1 - w) * cov)
+def _score(row: dict[str, Any], w: float, v: float) -> float:
+    """The gate score the pipeline computes (``Gate.score``) from a ``run_case`` row."""
+    cosine = row["top_cosine"] if w else None
+    return Gate(0.0, w, "fit", v).score(cosine, row["coverage"] or 0.0, row["sentence_cosine"])

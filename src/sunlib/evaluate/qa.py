@@ -188,6 +188,7 @@ def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None
         "gate_score": sel.get("gate_score"),
         "top_cosine": sel.get("top_cosine"),
         "coverage": sel.get("coverage"),
+        "sentence_cosine": sel.get("sentence_cosine"),
         "checks_passed": sel.get("checks_passed", True),
         "latency_ms": round(latency, 1),
         "run_id": result.run_id,

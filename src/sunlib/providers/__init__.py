@@ -13,6 +13,7 @@ from .registry import (
     register_embedder,
     register_reranker,
     register_writer,
+    sentence_model,
 )
 
 __all__ = [
@@ -28,4 +29,5 @@ __all__ = [
     "register_embedder",
     "register_reranker",
     "register_writer",
+    "sentence_model",
 ]

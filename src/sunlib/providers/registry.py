@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -140,6 +142,46 @@ def create_embedder(settings: EmbeddingSettings) -> Embedder:
             f"unknown embedding provider {settings.provider!r}; choose one of: {', '.join(sorted(EMBEDDERS))}"
         )
     return factory(settings)
+
+
+class MemoEmbedder(Embedder):
+    """An embedder that remembers the vectors of recent texts.
+
+    The refusal gate and the extractive writer embed the same evidence sentences
+    within one question, so the second pass costs nothing."""
+
+    def __init__(self, inner: Embedder, size: int = 4096) -> None:
+        self.inner = inner
+        self.provider, self.model, self.dim = inner.provider, inner.model, inner.dim
+        self._seen: OrderedDict[tuple[Kind, str], np.ndarray] = OrderedDict()
+        self._size = size
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        todo = [t for t in dict.fromkeys(texts) if (kind, t) not in self._seen]
+        if todo:
+            for text, vector in zip(todo, self.inner.embed_batch(todo, kind), strict=True):
+                self._seen[(kind, text)] = np.asarray(vector, dtype=np.float32)
+        rows = []
+        for text in texts:
+            self._seen.move_to_end((kind, text))
+            rows.append(self._seen[(kind, text)])
+        while len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+
+
+@lru_cache(maxsize=4)
+def _loaded_sentence_model(provider: str, threads: int) -> Embedder:
+    return MemoEmbedder(create_embedder(EmbeddingSettings(provider=provider, threads=threads)))
+
+
+def sentence_model(settings: Settings) -> Callable[[], Embedder] | None:
+    """The ``[answer] sentence_model`` as a loader (None for ``none``): loaded once per process, on first use."""
+    provider = settings.answer.sentence_model
+    if provider == "none":
+        return None
+    threads = settings.embedding.threads
+    return lambda: _loaded_sentence_model(provider, threads)
 
 
 def reranker_names() -> list[str]:

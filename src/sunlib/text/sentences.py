@@ -4,17 +4,26 @@ A sentence ends at ``.!?`` followed by whitespace, at the CJK marks ``。！？�
 (and the full-width ``！？``), optionally followed by closing quotes or brackets,
 and at a line break that starts a list item, table row or quote. Spans index
 into the given text, so callers can map them back to the note.
+
+``quotable_sentences`` gives the sentences of a passage as an answer would quote
+them: one line each, without list, heading or quote markers, and only those long
+enough to say something (the extractive writer and the refusal gate use the same).
 """
 
 from __future__ import annotations
 
 import re
 
+from .refs import defuse_refs
+from .tokens import is_cjk
+
 _CLOSERS = re.escape("\"'”’」』）)]】")
 _END = re.compile(
     rf"(?:[.!?]+[{_CLOSERS}]*(?=\s)|[。！？；]+[{_CLOSERS}]*|\n(?=\s*(?:[-*+]\s|\d+[.)]\s|\||>))|\n\s*\n)"
 )
 _LIST_MARKER = re.compile(r"[ \t]*\d{1,9}\.")
+_MARKUP = re.compile(r"^(?:#{1,6}\s+|[-*+]\s+|\d{1,3}[.)]\s+|>\s*|\|)+")
+MIN_SENTENCE_CHARS = 6
 
 
 def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
@@ -44,3 +53,30 @@ def _append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> No
     s, e = trim_span(text, s, e)
     if e > s:
         out.append((s, e))
+
+
+def clean_sentence(text: str) -> str:
+    """A sentence as it reads in an answer: one line, no list/heading/quote markers."""
+    lines = (_MARKUP.sub("", line.strip()) for line in text.splitlines() if line.strip())
+    return defuse_refs(" ".join(lines).strip(" |"))
+
+
+def is_quotable(sentence: str) -> bool:
+    """Prose worth quoting: long enough, not a question (a heading like "Which model?"), not a fence."""
+    words = len(sentence.split()) + sum(1 for ch in sentence if is_cjk(ch)) // 2
+    return (
+        len(sentence) >= MIN_SENTENCE_CHARS
+        and words >= 3
+        and not sentence.rstrip().endswith(("?", "？"))
+        and not sentence.startswith(("```", "~~~"))
+    )
+
+
+def quotable_sentences(text: str) -> list[tuple[int, str]]:
+    """(offset in ``text``, cleaned sentence) for every sentence worth quoting."""
+    out = []
+    for s, e in sentence_spans(text):
+        sentence = clean_sentence(text[s:e])
+        if is_quotable(sentence):
+            out.append((s, sentence))
+    return out

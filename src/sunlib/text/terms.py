@@ -178,11 +178,13 @@ def names(text: str) -> list[Name]:
     """Names in a question, which evidence must mention for the notes to be about them.
 
     A name is a word written like one: an option (``--as``), an identifier with a digit,
-    underscore, dot, slash or inner hyphen (``rrf_k``, ``k1``, ``0.1``, ``nDCG@10``), a
-    word with a capital after its first letter (``macOS``, ``HNSW``), a capitalised word
-    that does not start a sentence (``Windows``), or any Latin word in a Chinese question
-    (``watch``). A Chinese number with a magnitude (``一万``, ``两千``) is a name too, as
-    ``10,000`` is. Plain English words are not names.
+    underscore, dot, slash or at sign (``rrf_k``, ``k1``, ``0.1``, ``nDCG@10``), a word
+    with a capital after its first letter (``macOS``, ``HNSW``), a capitalised word that
+    does not start a sentence (``Windows``), anything in backticks, or any Latin word in
+    a Chinese question (``watch``). A number is a name from 1000 up (``10,000``, and
+    ``一万`` or ``两千`` in Chinese): smaller ones are mostly values the asker proposes
+    ("from 500 to 300"). Plain English words are not names, hyphenated or not
+    (``messed-up``, ``sqlite-vec``; write `` `sqlite-vec` `` to make it one).
     """
     has_cjk = any(is_cjk(ch) for ch in text)
     out: dict[str, Name] = {}
@@ -194,11 +196,14 @@ def names(text: str) -> list[Name]:
         inner = word.lstrip("-")
         if inner.lower() in STOPWORDS or inner.lower() in QUESTION_WORDS:
             continue  # "WHat", "US": a function word, however it is written
+        if inner.replace(",", "").isdigit() and int(inner.replace(",", "")) < 1000:
+            continue
         written_as_name = (
             word.startswith("-")
-            or any(ch.isdigit() or ch in "_.@/+-" for ch in inner)
+            or any(ch.isdigit() or ch in "_.@/+" for ch in inner)
             or any(ch.isupper() for ch in inner[1:])
             or (inner[0].isupper() and not _SENTENCE_START.search(text[: m.start()]))
+            or text[m.start() - 1 : m.start()] == "`"
             or has_cjk
         )
         if written_as_name:

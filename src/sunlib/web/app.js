@@ -444,6 +444,7 @@
       "gate_score",
       "threshold",
       "top_cosine",
+      "sentence_cosine",
       "coverage",
       "missing_terms",
       "missing_names",

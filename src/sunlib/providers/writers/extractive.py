@@ -19,38 +19,18 @@ calibration set, not on the QA set the docs report (docs/evaluation.md).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from ...config import EmbeddingSettings, Settings
+from ...config import Settings
 from ...contracts import Draft, Evidence, WriteRequest
-from ...text import estimate_tokens, is_cjk, sentence_spans
-from ...text.refs import defuse_refs
-from ..registry import Embedder, Writer, create_embedder, register_writer
+from ...text import estimate_tokens, is_cjk
+from ...text.sentences import quotable_sentences
+from ..registry import Embedder, Writer, register_writer, sentence_model
 
-_MARKUP = re.compile(r"^(?:#{1,6}\s+|[-*+]\s+|\d{1,3}[.)]\s+|>\s*|\|)+")
-MIN_SENTENCE_CHARS = 6
 PER_SOURCE = 2  # sentences one source may give
-
-
-def clean_sentence(text: str) -> str:
-    """A sentence as it reads in an answer: one line, no list/heading/quote markers."""
-    lines = (_MARKUP.sub("", line.strip()) for line in text.splitlines() if line.strip())
-    return defuse_refs(" ".join(lines).strip(" |"))
-
-
-def evidence_sentences(ev: Evidence) -> list[tuple[int, str]]:
-    """(position in the chunk, cleaned sentence) for every sentence worth quoting."""
-    out = []
-    for s, e in sentence_spans(ev.text):
-        sentence = clean_sentence(ev.text[s:e])
-        if _quotable(sentence):
-            out.append((s, sentence))
-    return out
 
 
 @dataclass
@@ -83,7 +63,7 @@ class ExtractiveWriter(Writer):
         candidates: list[Candidate] = []
         seen: set[str] = set()
         for i, ev in enumerate(evidence):
-            for pos, sentence in evidence_sentences(ev):
+            for pos, sentence in quotable_sentences(ev.text):
                 if sentence in seen:
                     continue  # overlapping chunks repeat sentences
                 seen.add(sentence)
@@ -136,17 +116,6 @@ class ExtractiveWriter(Writer):
             )
 
 
-def _quotable(sentence: str) -> bool:
-    """Prose worth quoting: long enough, not a question (a heading like "Which model?"), not a fence."""
-    words = len(sentence.split()) + sum(1 for ch in sentence if is_cjk(ch)) // 2
-    return (
-        len(sentence) >= MIN_SENTENCE_CHARS
-        and words >= 3
-        and not sentence.rstrip().endswith(("?", "？"))
-        and not sentence.startswith(("```", "~~~"))
-    )
-
-
 def _join(parts: list[str]) -> str:
     if not parts:
         return ""
@@ -154,16 +123,6 @@ def _join(parts: list[str]) -> str:
     return ("" if cjk > 5 * len(parts) else " ").join(parts)
 
 
-@lru_cache(maxsize=4)
-def _sentence_embedder(provider: str, threads: int) -> Embedder:
-    """One loaded sentence model per process (it takes about a second to load)."""
-    return create_embedder(EmbeddingSettings(provider=provider, threads=threads))
-
-
 @register_writer("extractive")
 def _extractive(settings: Settings) -> Writer:
-    provider = settings.answer.sentence_model
-    if provider == "none":
-        return ExtractiveWriter(None)
-    threads = settings.embedding.threads
-    return ExtractiveWriter(lambda: _sentence_embedder(provider, threads))
+    return ExtractiveWriter(sentence_model(settings))
