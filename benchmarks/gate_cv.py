@@ -3,14 +3,15 @@
     python benchmarks/gate_cv.py                      # both bundled QA sets, 20 x 5-fold
     python benchmarks/gate_cv.py --seeds 50 --folds 10
 
-The bundled QA set and calibration set together hold 126 questions (95 answerable, 31
+The bundled QA set and calibration set together hold 166 questions (123 answerable, 43
 unanswerable). One fixed split says little at that size: a threshold sits between two
 neighbouring gate scores, and moving one question moves it. So this script runs every
 question once through the real pipeline (the same rows `sunlib eval calibrate` fits on),
 then repeats k-fold cross-validation with different shuffles: fit the gate on k-1 folds
 with sunlib's own `fit_gate`, count refusals on the held-out fold. It compares one gate
-for all questions with one gate per question language (what `eval calibrate` stores),
-and reports the held-out refusal rate, false-refusal rate and balanced accuracy.
+for all questions with one gate per question language, without and with the sentence
+signal (the last is what `eval calibrate` stores), and reports the held-out refusal
+rate, false-refusal rate and balanced accuracy.
 Questions the name and answer-type checks refuse count as refused in every variant.
 """
 

@@ -122,7 +122,7 @@ class AnswerSettings(BaseModel):
             "zh": GateSetting(threshold=0.6436, cosine_weight=0.95, sentence_weight=1.0),
         }
     )
-    gate_threshold_bm25: float = Field(0.4729, ge=0.0, le=1.0)  # when no dense score exists
+    gate_threshold_bm25: float = Field(0.4741, ge=0.0, le=1.0)  # when no dense score exists
     # Refuse when the selected evidence never mentions a name the question uses (an option,
     # an identifier, a product such as `HNSW` or `macOS`) ...
     check_names: bool = True
