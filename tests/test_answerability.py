@@ -275,6 +275,24 @@ def test_the_sentence_signal_is_in_the_trace(small_library: Library) -> None:
     assert sel["sentence_weight"] == small_library.settings.answer.gate_languages["en"].sentence_weight
 
 
+@pytest.mark.parametrize("model", ["use", "none"])
+def test_without_a_sentence_model_a_gate_that_needs_one_gives_way(tmp_path: Path, model: str) -> None:
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "indexing.md").write_text(NOTE, encoding="utf-8")
+    en = GateSetting(threshold=0.0, cosine_weight=0.5, sentence_weight=1.0)
+    answer = {"gate_languages": {"en": en}, "sentence_model": model, "min_score": 0.0}
+    with Library.open(vault, embedding={"provider": "hash"}, answer=answer) as lib:
+        lib.index()
+        sel = _selection(lib, "Which table holds the vectors of an embedding space?")
+    if model == "use":
+        assert sel["sentence_weight"] == 1.0 and sel["threshold"] == 0.0 and sel["passed"]
+        assert sel["gate_source"] == "settings for en questions" and sel["sentence_cosine"] is not None
+    else:  # the overall default gate decides, with its own threshold
+        assert sel["sentence_cosine"] is None and sel["sentence_weight"] == 0.0
+        assert (sel["threshold"], sel["gate_source"]) == (DEFAULT_GATE[0], "settings")
+
+
 class CountingHash(HashEmbedder):
     """The real hashing embedder, recording each batch it is asked for."""
 

@@ -6,7 +6,7 @@
   sentence) / (1 + v)``, where the top cosine is the best dense similarity among the
   selected chunks, coverage is the IDF-weighted share of the question's terms that
   the top three chunks contain, and best sentence is the highest cosine between the
-  question and one quotable sentence of the selected chunks under the sentence model
+  question and one sentence or heading of the selected chunks under the sentence model
   (``[answer] sentence_model``). The sentence weight v is 0 unless a calibration
   found it helps for the question's language (for Chinese it does).
   Below the threshold, the question is refused with the numbers in the reason.
@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -87,12 +88,9 @@ class Gate:
         return replace(cls._from(mine, source), fallback=overall)
 
     @classmethod
-    def _from(cls, data: dict[str, object], source: str) -> Gate:
+    def _from(cls, data: dict[str, Any], source: str) -> Gate:
         return cls(
-            float(str(data["threshold"])),
-            float(str(data["cosine_weight"])),
-            source,
-            float(str(data.get("sentence_weight", 0.0))),
+            float(data["threshold"]), float(data["cosine_weight"]), source, float(data.get("sentence_weight", 0.0))
         )
 
 
