@@ -361,3 +361,14 @@ def test_the_writer_quotes_at_most_two_sentences_of_a_source_in_reading_order() 
     quoted = [part.split(" [ref:")[0].strip() for part in draft.text.split("]") if "[ref:" in part]
     positions = [(0 if q in text else 1, text.find(q)) for q in quoted]
     assert positions == sorted(positions)  # reading order of the context
+
+
+def test_the_writer_leaves_out_sentences_far_below_the_best() -> None:
+    meant = "Raising the number of threads speeds up the embedding model."
+    other = "Tags are merged from the frontmatter and the sidecar file."
+    evidence = [_ev(1, "chk_meant", meant, 1.0), _ev(2, "chk_other", other, 0.2)]
+    draft = ExtractiveWriter(USE).write(_request("How can I make indexing go faster?", evidence, 4))
+    assert draft.text == f"{meant} [ref:chk_meant]" and len(draft.details["quoted"]) == 1
+    # ranked by terms alone there is no floor: both sentences are quoted
+    lexical = ExtractiveWriter(None).write(_request("How can I make indexing go faster?", evidence, 4))
+    assert "[ref:chk_meant]" in lexical.text and "[ref:chk_other]" in lexical.text

@@ -78,7 +78,8 @@ class ExtractiveWriter(Writer):
         taken: list[Candidate] = []
         per_source: dict[int, int] = {}
         ranked = sorted(candidates, key=lambda c: -c.relevance)
-        floor = ranked[0].relevance * RELATIVE_FLOOR if ranked and self._sentence_model else 0.0
+        best = ranked[0].relevance if ranked else 0.0
+        floor = best * RELATIVE_FLOOR if self._sentence_model and best > 0 else float("-inf")
         for c in ranked:
             if c.relevance < floor:
                 break
