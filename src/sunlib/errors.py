@@ -7,6 +7,10 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
     ├── UserError            the caller's mistake: bad option, bad path, bad query filter
     │   └── ConfigError      an invalid setting in sunlib.toml or SUNLIB_* env
     ├── IndexError_          the index is missing, from a newer version, or unusable
+    │   └── StoreError       the store failed underneath (raised at the store boundary only)
+    │       ├── StoreFull    the disk or the database file is full (HTTP 507)
+    │       ├── StoreBusy    another writer held the index past the busy timeout (HTTP 503)
+    │       └── StoreCorrupt the index file is damaged; `sunlib doctor` says how (HTTP 503)
     ├── ProviderError        an embedding/LLM provider failed (network, bad answer)
     │   └── MissingCredentials  a provider needs a key that is not set
     └── DatasetError         an evaluation dataset is missing files or malformed
@@ -31,6 +35,24 @@ class ConfigError(UserError):
 
 class IndexError_(SunlibError):
     code = "index_error"
+
+
+class StoreError(IndexError_):
+    """A backend failure, converted once at the store boundary (backends' own errors never leak)."""
+
+    code = "store_error"
+
+
+class StoreFull(StoreError):
+    code = "store_full"
+
+
+class StoreBusy(StoreError):
+    code = "store_busy"
+
+
+class StoreCorrupt(StoreError):
+    code = "store_corrupt"
 
 
 class ProviderError(SunlibError):
