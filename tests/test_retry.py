@@ -8,6 +8,7 @@ depends on how fast the machine is); the embedder and the chat model share the p
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,9 +33,9 @@ def server() -> Iterator[ChatServer]:
         stop()
 
 
-def recording(waits: list[float], **fields: float) -> RetryPolicy:
+def recording(waits: list[float], **fields: Any) -> RetryPolicy:
     """A policy that records its waits instead of sleeping, with the jitter draw fixed at 0.5."""
-    return RetryPolicy(sleep=waits.append, rand=lambda: 0.5, **fields)  # type: ignore[arg-type]
+    return RetryPolicy(sleep=waits.append, rand=lambda: 0.5, **fields)
 
 
 def chat(server: ChatServer, policy: RetryPolicy) -> OpenAIChatModel:

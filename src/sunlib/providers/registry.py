@@ -27,6 +27,7 @@ and lacks one raises MissingCredentials; no provider ever falls back to another.
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -246,15 +247,21 @@ class MemoEmbedder(Embedder):
     """An embedder that remembers the vectors of recent texts.
 
     The refusal gate and the extractive writer embed the same evidence sentences
-    within one question, so the second pass costs nothing."""
+    within one question, so the second pass costs nothing. One instance is shared by
+    every question of the process (``sentence_model``), so one lock guards it."""
 
     def __init__(self, inner: Embedder, size: int = 4096) -> None:
         self.inner = inner
         self.provider, self.model, self.dim = inner.provider, inner.model, inner.dim
         self._seen: OrderedDict[tuple[Kind, str], np.ndarray] = OrderedDict()
         self._size = size
+        self._lock = threading.Lock()
 
     def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        with self._lock:
+            return self._embed_batch(texts, kind)
+
+    def _embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         todo = [t for t in dict.fromkeys(texts) if (kind, t) not in self._seen]
         if todo:
             for text, vector in zip(todo, self.inner.embed_batch(todo, kind), strict=True):
