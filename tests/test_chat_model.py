@@ -15,7 +15,7 @@ import pytest
 from llm_server import ChatServer, start
 from sunlib.answer.router import ROUTER_PROMPT, LLMRouter, RuleRouter, create_router
 from sunlib.config import LLMSettings, load_settings
-from sunlib.errors import ProviderError, UnsupportedCapability
+from sunlib.errors import ConfigError, ProviderError, UnsupportedCapability
 from sunlib.providers import (
     ChatCapabilities,
     ChatMessage,
@@ -203,3 +203,15 @@ def test_stream_without_finish_is_an_error(server: ChatServer) -> None:
     server.writer.data_lines = [json.dumps({"choices": [{"index": 0, "delta": {"content": "Hel"}}]})]
     with pytest.raises(ProviderError, match="ended without finishing"):
         model(server).chat(ChatRequest(HELLO), lambda d: None)
+
+
+def test_llama_cpp_without_its_package_is_a_config_error(tmp_path: Path) -> None:
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("llama-cpp-python is installed")
+    settings = load_settings(tmp_path, answer={"writer": "llama-cpp"})
+    with pytest.raises(ConfigError, match="the llama-cpp writer needs llama-cpp-python"):
+        create_writer(settings)
