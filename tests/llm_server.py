@@ -5,11 +5,15 @@
 OpenAI does): one ``data:`` line per delta, a final chunk with ``finish_reason``
 (and ``usage`` when set), then ``data: [DONE]``. Every request is recorded before it
 is answered. Router calls (system prompt "Classify the user's message ...") and
-writer calls hit the same endpoint; each kind has its own script.
+writer calls hit the same endpoint; each kind has its own script. ``POST
+/v1/embeddings`` answers too (kind "embeddings", deterministic 8-d vectors), so the retry
+policy of every HTTP provider is tested against one server: ``script.fail(n, 503)``
+fails the next n requests of a kind, and ``attempts(kind)`` counts what arrived.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -46,6 +50,12 @@ class Script:
     delta_size: int = 6  # characters per streamed delta
     after_first_delta: threading.Event | None = None  # wait for it (set by the client) after delta 1
     waited_ok: bool | None = None  # whether that event was set in time
+    tool_calls: list[tuple[str, str, str]] | None = None  # reply with these (id, name, arguments) calls
+
+    def fail(self, times: int, status: int = 503, retry_after: str | None = "0") -> None:
+        """The next ``times`` requests of this kind get ``status`` (with this Retry-After), then 200s."""
+        self.statuses = deque([status] * times)
+        self.retry_after = retry_after
 
 
 def user_message(body: dict[str, Any]) -> str:
@@ -54,6 +64,11 @@ def user_message(body: dict[str, Any]) -> str:
 
 def system_message(body: dict[str, Any]) -> str:
     return next(m["content"] for m in body["messages"] if m["role"] == "system")
+
+
+def vector(text: str, dim: int = 8) -> list[float]:
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    return [b / 255.0 - 0.5 for b in digest[:dim]]
 
 
 def sources(prompt: str) -> dict[str, dict[str, str]]:
@@ -79,6 +94,7 @@ class ChatServer:
         self.requests: list[dict[str, Any]] = []
         self.writer = Script()
         self.router = Script(reply='{"route": "rag", "reason": "needs the notes", "confidence": 0.8}')
+        self.embeddings = Script()
         self.url = ""
         self.stopping = threading.Event()
 
@@ -92,19 +108,28 @@ class ChatServer:
     def bodies(self, kind: str) -> list[dict[str, Any]]:
         return [r["body"] for r in self.of_kind(kind)]
 
+    def attempts(self, kind: str) -> int:
+        """How many requests of this kind arrived (each retry is one more)."""
+        with self.lock:
+            return len(self.of_kind(kind))
+
     # -- answering -------------------------------------------------------------------------
 
     def handle(self, h: BaseHTTPRequestHandler) -> None:
         raw = h.rfile.read(int(h.headers.get("Content-Length") or 0))
         headers = {k.lower(): v for k, v in h.headers.items()}
         body = json.loads(raw)
-        kind = "router" if system_message(body).startswith(ROUTER_MARK) else "writer"
-        script = self.router if kind == "router" else self.writer
+        if h.path == "/v1/embeddings":
+            kind, script = "embeddings", self.embeddings
+        elif any(m["role"] == "system" and m["content"].startswith(ROUTER_MARK) for m in body["messages"]):
+            kind, script = "router", self.router
+        else:
+            kind, script = "writer", self.writer
         with self.lock:
             self.requests.append({"path": h.path, "headers": headers, "body": body, "kind": kind})
             nth = len(self.of_kind(kind))
             status = script.statuses.popleft() if script.statuses else 200
-        if h.path != "/v1/chat/completions":
+        if h.path not in ("/v1/chat/completions", "/v1/embeddings"):
             return _send(h, 404, _err(f"no route {h.path}"))
         if script.sleep_s and (script.sleep_times is None or nth <= script.sleep_times):
             deadline = time.monotonic() + script.sleep_s
@@ -113,6 +138,9 @@ class ChatServer:
         if status != 200:
             extra = {"Retry-After": script.retry_after} if script.retry_after is not None else {}
             return _send(h, status, _err(f"scripted failure {status} (request {nth})"), extra)
+        if kind == "embeddings":
+            data = [{"index": i, "embedding": vector(t)} for i, t in enumerate(body["input"])]
+            return _send(h, 200, json.dumps({"object": "list", "data": data}).encode())
         text = user_message(body) if script.echo else (script.reply(body) if callable(script.reply) else script.reply)
         if script.bad_gzip:
             return _send(h, 200, b"this is not gzip data", {"Content-Encoding": "gzip"})
@@ -121,11 +149,16 @@ class ChatServer:
             return self._stream(h, script, text, cut)
         if script.malformed:
             return _send(h, 200, b'{"choices": [{"message": {"content": "unterminated')
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        finish = "stop"
+        if script.tool_calls is not None:
+            message = {"role": "assistant", "content": None, "tool_calls": _calls(script.tool_calls)}
+            finish = "tool_calls"
         payload: dict[str, Any] = {
             "id": "chatcmpl-test",
             "object": "chat.completion",
             "model": body.get("model"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
         }
         if script.usage is not None:
             payload["usage"] = script.usage
@@ -160,6 +193,9 @@ class ChatServer:
             elif script.malformed:
                 emit('{"choices": [{"delta": {"content": "unterminated')
                 emit("[DONE]")
+            elif script.tool_calls is not None:
+                for data in _call_deltas(script.tool_calls, script.delta_size):
+                    emit(data)
             else:
                 for n, delta in enumerate(_pieces(text, script.delta_size)):
                     if cut_after is not None and n >= cut_after:
@@ -182,6 +218,22 @@ class ChatServer:
                 h.close_connection = True
         except OSError:  # the client went away
             h.close_connection = True
+
+
+def _calls(calls: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    return [{"id": i, "type": "function", "function": {"name": n, "arguments": a}} for i, n, a in calls]
+
+
+def _call_deltas(calls: list[tuple[str, str, str]], size: int) -> Iterator[str]:
+    """As OpenAI streams tool calls: id and name first, then the arguments in pieces, then the finish."""
+    for index, (call_id, name, arguments) in enumerate(calls):
+        head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        yield json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [head]}, "finish_reason": None}]})
+        for piece in _pieces(arguments, size):
+            tail = {"index": index, "function": {"arguments": piece}}
+            yield json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [tail]}, "finish_reason": None}]})
+    yield json.dumps({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+    yield "[DONE]"
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:

@@ -17,6 +17,7 @@ import pytest
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import ConfigError, MissingCredentials, ProviderError
 from sunlib.providers.embedders.http import GeminiEmbedder, OpenAIEmbedder, is_loopback
+from sunlib.providers.http_common import RetryPolicy
 from sunlib.providers.registry import create_embedder, embedder_names
 
 DEFAULT_DIM = 8
@@ -271,21 +272,28 @@ def test_no_retries_when_max_retries_zero(server: FakeServer) -> None:
 
 def test_exponential_backoff_without_retry_after(server: FakeServer) -> None:
     server.fail_first = 2
-    emb = OpenAIEmbedder(base_url=server.openai_url, api_key=None, max_retries=2, backoff_s=0.05)
-    start = time.monotonic()
+    waits: list[float] = []
+    policy = RetryPolicy(max_retries=2, backoff_s=0.05, sleep=waits.append, rand=lambda: 0.0)
+    emb = OpenAIEmbedder(base_url=server.openai_url, api_key=None, retry=policy)
     emb.embed(["a"])
-    assert time.monotonic() - start >= 0.05 + 0.1
+    assert waits == [0.05, 0.1]
     assert len(server.requests) == 3
     emb.close()
 
 
 def test_retry_after_is_capped(server: FakeServer) -> None:
     server.fail_first, server.fail_status, server.retry_after = 1, 429, "3600"
-    emb = OpenAIEmbedder(base_url=server.openai_url, api_key=None, max_retries=1, max_backoff_s=0.05)
-    start = time.monotonic()
+    waits: list[float] = []
+    policy = RetryPolicy(max_retries=1, max_backoff_s=0.05, sleep=waits.append)
+    emb = OpenAIEmbedder(base_url=server.openai_url, api_key=None, retry=policy)
     emb.embed(["a"])
-    assert time.monotonic() - start < 5
+    assert waits == [0.05]
     assert len(server.requests) == 2
+
+
+def test_settings_give_the_shared_policy(server: FakeServer) -> None:
+    emb = openai(server, max_retries=4)
+    assert emb.retry == RetryPolicy(max_retries=4, backoff_s=0.5, max_backoff_s=20.0)
 
 
 def test_client_error_fails_at_once_with_message(server: FakeServer) -> None:
@@ -369,7 +377,8 @@ def test_unreachable_loopback_port_is_provider_error() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once we leave the block: connection refused
-    emb = OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", api_key=None, max_retries=1, backoff_s=0.01)
+    policy = RetryPolicy(max_retries=1, backoff_s=0.01)
+    emb = OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", api_key=None, retry=policy)
     with pytest.raises(ProviderError, match="connection failed"):
         emb.embed(["a"])
 

@@ -28,7 +28,7 @@ from sunlib.config import load_settings
 from sunlib.contracts import AskResult, Evidence, StepTrace, to_jsonable
 from sunlib.errors import MissingCredentials
 from sunlib.providers.registry import create_writer
-from sunlib.providers.writers.openai import SYSTEM_PROMPT
+from sunlib.providers.writers.llm import SYSTEM_PROMPT
 from sunlib.text.refs import REF
 
 QUESTION = "When does the quokka festival in Vellington open?"

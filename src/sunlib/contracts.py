@@ -192,6 +192,7 @@ class RouteDecision:
     reason: str
     confidence: float
     router: str = "rules"  # which router decided: "rules", "llm", or "rules (llm fallback)"
+    fallback: str | None = None  # why the LLM router fell back to the rules, when it did
 
 
 @dataclass(frozen=True)

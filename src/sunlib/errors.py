@@ -6,6 +6,7 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
     SunlibError
     ├── UserError            the caller's mistake: bad option, bad path, bad query filter
     │   └── ConfigError      an invalid setting in sunlib.toml or SUNLIB_* env
+    │       └── UnsupportedCapability  a chat model was asked for JSON mode or tools it lacks
     ├── IndexError_          the index is missing, from a newer version, or unusable
     │   └── StoreError       the store failed underneath (raised at the store boundary only)
     │       ├── StoreFull    the disk or the database file is full (HTTP 507)
@@ -31,6 +32,10 @@ class UserError(SunlibError):
 
 class ConfigError(UserError):
     code = "bad_config"
+
+
+class UnsupportedCapability(ConfigError):
+    code = "unsupported_capability"
 
 
 class IndexError_(SunlibError):

@@ -37,7 +37,7 @@ from ..trace import Listener, Tracer
 from .citations import source_cards, verify
 from .context import Budget, build_context
 from .relevance import term_weights
-from .router import LLMRouter, RuleRouter, direct_reply, language
+from .router import Router, create_router, direct_reply, language
 from .select import Gate, Selection, evidence_from, expand, gate_key, select
 
 if TYPE_CHECKING:
@@ -72,9 +72,7 @@ class Asker:
         self.reranker = reranker if reranker is not None else create_reranker(self.settings)
         if self.reranker is not None:
             self.reranker.bind(library.store, library.settings)
-        use_llm = self.settings.router == "llm" or (self.settings.router == "auto" and self.writer.is_llm)
-        client = getattr(self.writer, "client", None)
-        self.router: RuleRouter | LLMRouter = LLMRouter(client) if use_llm and client is not None else RuleRouter()
+        self.router: Router = create_router(self.settings.router, self.writer)
 
     def ask(
         self,
@@ -186,7 +184,7 @@ class Asker:
     def _route(self, question: str, tracer: Tracer) -> RouteDecision:
         with tracer.step("Intent Router", f"{question[:80]!r}") as step:
             decision = self.router.decide(question)
-            fallback = getattr(self.router, "fallback_reason", None)
+            fallback = decision.fallback
             step.done(
                 f"{decision.route}: {decision.reason}",
                 status="warning" if fallback else "ok",

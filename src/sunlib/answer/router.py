@@ -4,17 +4,21 @@ The rules are deliberately narrow: only greetings, thanks and questions about th
 assistant itself go ``direct``; everything else is looked up. A ``direct`` answer
 is a fixed reply that states nothing about the user's notes. With an LLM
 configured, the LLM router decides from a JSON reply and falls back to the rules,
-saying so, when the reply is not the JSON asked for or the call fails.
+saying so in the decision's ``fallback``, when the reply is not the JSON asked for or
+the call fails. The LLM router asks the writer's own chat model and keeps no state
+between questions. It does not ask for JSON mode: some OpenAI-compatible servers
+reject ``response_format``, and the reply is parsed leniently instead.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Protocol
 
 from ..contracts import RouteDecision
 from ..errors import ProviderError
-from ..providers.writers.openai import ChatClient
+from ..providers import ChatMessage, ChatModel, ChatRequest, Writer
 from ..text import is_cjk
 
 _GREETING = re.compile(
@@ -51,6 +55,14 @@ def direct_reply(question: str) -> str:
     return DIRECT_REPLY[language(question)]
 
 
+class Router(Protocol):
+    """Decides a question's route; anything about the decision is in the RouteDecision it returns."""
+
+    name: str
+
+    def decide(self, question: str) -> RouteDecision: ...
+
+
 class RuleRouter:
     name = "rules"
 
@@ -65,23 +77,30 @@ class RuleRouter:
 class LLMRouter:
     name = "llm"
 
-    def __init__(self, client: ChatClient) -> None:
-        self.client = client
+    def __init__(self, chat: ChatModel) -> None:
+        self.chat = chat
         self.rules = RuleRouter()
-        self.fallback_reason: str | None = None
 
     def decide(self, question: str) -> RouteDecision:
-        self.fallback_reason = None
+        request = ChatRequest((ChatMessage.system(ROUTER_PROMPT), ChatMessage.user(question)))
         try:
-            text, _ = self.client.complete(
-                [{"role": "system", "content": ROUTER_PROMPT}, {"role": "user", "content": question}]
-            )
-            decision = _parse(text)
+            return _parse(self.chat.chat(request).text)
         except (ProviderError, ValueError) as exc:
-            self.fallback_reason = f"LLM router failed ({exc}); used the rules"
             rules = self.rules.decide(question)
-            return RouteDecision(rules.route, rules.reason, rules.confidence, "rules (llm fallback)")
-        return decision
+            return RouteDecision(
+                rules.route,
+                rules.reason,
+                rules.confidence,
+                "rules (llm fallback)",
+                fallback=f"LLM router failed ({exc}); used the rules",
+            )
+
+
+def create_router(mode: str, writer: Writer) -> Router:
+    """``[answer] router``: "rules"; "llm" or "auto" ask the writer's chat model when it has one."""
+    if mode in ("llm", "auto") and writer.chat_model is not None:
+        return LLMRouter(writer.chat_model)
+    return RuleRouter()
 
 
 def _parse(text: str) -> RouteDecision:

@@ -1,162 +1,267 @@
-"""One registry for providers.
+"""One registry per kind of provider, all made from one generic ``Registry``.
 
-Built-in providers register themselves with the same decorator a plugin would
-use. A provider that needs a key and lacks one raises MissingCredentials; no
-provider ever falls back to another.
+=========  ===========================  ======================  =====================
+kind       a factory receives           and returns             chosen by
+=========  ===========================  ======================  =====================
+embedder   ``EmbeddingSettings``        ``Embedder``            ``[embedding] provider``
+reranker   ``AnswerSettings``           ``Reranker``            ``[answer] reranker``
+writer     ``Settings``                 ``Writer``              ``[answer] writer``
+chat       ``LLMSettings``              ``ChatModel``           the writer (``openai``, ``llama-cpp``)
+=========  ===========================  ======================  =====================
+
+A provider is found by name, in this order:
+
+1. ``register(name)`` in this process (a decorator, for tests and notebooks);
+2. sunlib's built-ins, ``BUILTINS``: entry points written out here, loaded by the same
+   code as the next ones;
+3. entry points of installed distributions in the group ``sunlib.providers``
+   (``importlib.metadata``), each named ``<kind>.<provider name>`` and pointing at its
+   factory, e.g. ``embedder.my-embed = my_embed.provider:create`` (docs/plugins.md).
+
+A factory is imported when its provider is first created, so choosing ``hash`` never
+loads a model runtime. A plugin cannot replace a built-in: it is skipped with a warning.
+An unknown name raises ConfigError listing the valid ones. A provider that needs a key
+and lacks one raises MissingCredentials; no provider ever falls back to another.
 """
 
 from __future__ import annotations
 
-import importlib
-from abc import ABC, abstractmethod
+import sys
+import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from ..config import AnswerSettings, EmbeddingSettings, Settings
-from ..contracts import Draft, Hit, Ranked, WriteRequest
-from ..errors import ConfigError
-from ..text import TermWeights
+from ..config import AnswerSettings, EmbeddingSettings, LLMSettings, Settings
+from ..errors import ConfigError, ProviderError
+from .base import Embedder, Kind, Reranker, Writer, l2_normalize
+from .chat import ChatModel
 
-Kind = Literal["passage", "query"]
+__all__ = ["Embedder", "Kind", "Reranker", "Writer", "l2_normalize"]
 
+GROUP = "sunlib.providers"
+KINDS = ("embedder", "reranker", "writer", "chat")
 
-class Embedder(ABC):
-    """``embed(texts) -> (N, D)`` float32 rows of unit length; ``embed_query(text) -> (D,)``."""
-
-    provider: str
-    model: str
-    dim: int
-
-    @abstractmethod
-    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        """Raw vectors for a batch; the public methods normalise them."""
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return l2_normalize(self.embed_batch(texts, "passage"))
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return l2_normalize(self.embed_batch([text], "query"))[0]
-
-    def describe(self) -> dict[str, object]:
-        return {"provider": self.provider, "model": self.model, "dim": self.dim}
+C = TypeVar("C")  # what a factory receives
+P = TypeVar("P")  # what it returns
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def l2_normalize(vectors: np.ndarray) -> np.ndarray:
-    v = np.asarray(vectors, dtype=np.float32)
-    if v.ndim == 1:
-        v = v[None, :]
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return np.ascontiguousarray(v / norms, dtype=np.float32)
+def _builtin(kind: str, name: str, target: str) -> EntryPoint:
+    return EntryPoint(name=f"{kind}.{name}", value=f"{__package__}.{target}", group=GROUP)
 
 
-class Reranker(ABC):
-    """Reorders fused hits for one question; scores come back scaled so the best is 1.0."""
-
-    name: str
-
-    def bind(self, store: Any, settings: Settings) -> None:  # noqa: B027 - optional hook
-        """Called once by the pipeline with the index (a SqliteStore) and the settings.
-        Rerankers that read stored vectors keep them; the others need nothing."""
-
-    @abstractmethod
-    def rerank(self, question: str, hits: Sequence[Hit], term_weights: TermWeights) -> list[Ranked]: ...
-
-
-class Writer(ABC):
-    """Turns a question and its built context into a draft whose claims carry ``[ref:chunk_id]``."""
-
-    name: str
-    model: str = ""
-    is_llm: bool = False
-
-    @abstractmethod
-    def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft: ...
-
-
-Factory = Callable[[EmbeddingSettings], Embedder]
-RerankerFactory = Callable[[AnswerSettings], Reranker]
-WriterFactory = Callable[[Settings], Writer]
-EMBEDDERS: dict[str, Factory] = {}
-RERANKERS: dict[str, RerankerFactory] = {}
-WRITERS: dict[str, WriterFactory] = {}
-_BUILTIN_MODULES = (
-    "embedders.hashing",
-    "embedders.local",
-    "embedders.http",
-    "rerankers.lexical",
-    "rerankers.cross_encoder",
-    "rerankers.fusion",
-    "writers.extractive",
-    "writers.openai",
-    "writers.llama",
+BUILTINS = (
+    _builtin("embedder", "hash", "embedders.hashing:create_hash"),
+    _builtin("embedder", "e5", "embedders.local:create_e5"),
+    _builtin("embedder", "use", "embedders.local:create_use"),
+    _builtin("embedder", "minilm", "embedders.local:create_minilm"),
+    _builtin("embedder", "openai", "embedders.http:create_openai"),
+    _builtin("embedder", "gemini", "embedders.http:create_gemini"),
+    _builtin("reranker", "lexical", "rerankers.lexical:create_lexical"),
+    _builtin("reranker", "cross-encoder", "rerankers.cross_encoder:create_cross_encoder"),
+    _builtin("reranker", "fusion", "rerankers.fusion:create_fusion"),
+    _builtin("writer", "extractive", "writers.extractive:create_extractive"),
+    _builtin("writer", "openai", "writers.llm:create_openai"),
+    _builtin("writer", "llama-cpp", "writers.llm:create_llama"),
+    _builtin("chat", "openai", "chat.openai:OpenAIChatModel"),
+    _builtin("chat", "llama-cpp", "chat.llama:LlamaCppChatModel"),
 )
 
 
-def register_embedder(name: str) -> Callable[[Factory], Factory]:
-    def deco(factory: Factory) -> Factory:
-        EMBEDDERS[name] = factory
+@dataclass(frozen=True)
+class Plugin:
+    """An entry point of the group, read: its kind, provider name and distribution."""
+
+    kind: str
+    name: str
+    origin: str  # "sunlib" for a built-in, else the distribution's name
+    entry_point: EntryPoint
+
+
+def _read(entry_point: EntryPoint, origin: str) -> Plugin | None:
+    kind, dot, name = entry_point.name.partition(".")
+    if kind not in KINDS or not dot or not name:
+        warnings.warn(
+            f"ignored the {GROUP} entry point {entry_point.name!r} of {origin}: its name must be "
+            f"<kind>.<provider name> with kind one of {', '.join(KINDS)}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return Plugin(kind, name, origin, entry_point)
+
+
+@lru_cache(maxsize=8)
+def _discover(path: tuple[str, ...]) -> dict[tuple[str, str], Plugin]:
+    """Built-ins, then the entry points installed on ``path`` (the cache key: sys.path as it was)."""
+    found: dict[tuple[str, str], Plugin] = {}
+    for ep in BUILTINS:
+        plugin = _read(ep, "sunlib")
+        assert plugin is not None
+        found[(plugin.kind, plugin.name)] = plugin
+    installed = sorted(entry_points(group=GROUP), key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
+    for ep in installed:
+        plugin = _read(ep, ep.dist.name if ep.dist else "an unknown distribution")
+        if plugin is None:
+            continue
+        taken = found.get((plugin.kind, plugin.name))
+        if taken is not None:
+            warnings.warn(
+                f"ignored the {plugin.kind} {plugin.name!r} of {plugin.origin}: {taken.origin} provides it already",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            continue
+        found[(plugin.kind, plugin.name)] = plugin
+    return found
+
+
+def plugins() -> list[Plugin]:
+    """Every provider found through entry points (built-ins included), by kind and name."""
+    return sorted(_discover(tuple(sys.path)).values(), key=lambda p: (p.kind, p.name))
+
+
+class Registry(Generic[C, P]):
+    """The providers of one kind: names, and a factory per name (see the module docstring)."""
+
+    def __init__(self, kind: str, noun: str, base: type, reserved: Sequence[str] = ()) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown provider kind {kind!r}; choose one of: {', '.join(KINDS)}")
+        self.kind = kind
+        self.noun = noun  # for messages: "embedding provider", "reranker", ...
+        self.base = base  # every provider of the kind is an instance of it
+        self.reserved = tuple(reserved)  # names the setting accepts that are no provider ("none")
+        self._registered: dict[str, Callable[[C], P]] = {}
+
+    def register(self, name: str) -> Callable[[F], F]:
+        """Decorator: make ``factory`` the provider ``name`` in this process."""
+
+        def deco(factory: F) -> F:
+            self._registered[name] = factory
+            return factory
+
+        return deco
+
+    def _found(self) -> dict[str, Plugin]:
+        return {name: p for (kind, name), p in _discover(tuple(sys.path)).items() if kind == self.kind}
+
+    def names(self) -> list[str]:
+        return sorted(set(self._registered) | set(self._found()))
+
+    def origin(self, name: str) -> str:
+        """Where ``name`` comes from: "sunlib", a distribution's name, or "this process"."""
+        if name in self._registered:
+            return "this process"
+        return self._plugin(name).origin
+
+    def _plugin(self, name: str) -> Plugin:
+        found = self._found()
+        if name not in found:
+            choices = [*self.reserved, *self.names()]
+            raise ConfigError(f"unknown {self.noun} {name!r}; choose one of: {', '.join(choices)}")
+        return found[name]
+
+    def factory(self, name: str) -> Callable[[C], P]:
+        if name in self._registered:
+            return self._registered[name]
+        plugin = self._plugin(name)
+        if plugin.origin == "sunlib":
+            loaded = plugin.entry_point.load()
+        else:
+            try:
+                loaded = plugin.entry_point.load()
+            except Exception as exc:  # a broken plugin is named, never a traceback
+                raise ConfigError(
+                    f"the {self.noun} {name!r} of {plugin.origin} ({plugin.entry_point.value}) cannot be loaded: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+        if not callable(loaded):
+            raise ConfigError(f"the {self.noun} {name!r} of {plugin.origin} is not callable")
+        factory: Callable[[C], P] = loaded
         return factory
 
-    return deco
+    def create(self, name: str, config: C) -> P:
+        product = self.factory(name)(config)
+        if not isinstance(product, self.base):
+            raise ProviderError(
+                f"the {self.noun} {name!r} of {self.origin(name)} built a {type(product).__name__}, "
+                f"not a {self.base.__name__}"
+            )
+        return product
 
 
-def register_reranker(name: str) -> Callable[[RerankerFactory], RerankerFactory]:
-    def deco(factory: RerankerFactory) -> RerankerFactory:
-        RERANKERS[name] = factory
-        return factory
+EMBEDDERS: Registry[EmbeddingSettings, Embedder] = Registry("embedder", "embedding provider", Embedder)
+RERANKERS: Registry[AnswerSettings, Reranker] = Registry("reranker", "reranker", Reranker, reserved=("none",))
+WRITERS: Registry[Settings, Writer] = Registry("writer", "writer", Writer)
+CHAT_MODELS: Registry[LLMSettings, ChatModel] = Registry("chat", "chat model", ChatModel)
 
-    return deco
-
-
-def register_writer(name: str) -> Callable[[WriterFactory], WriterFactory]:
-    def deco(factory: WriterFactory) -> WriterFactory:
-        WRITERS[name] = factory
-        return factory
-
-    return deco
-
-
-def _load_builtins() -> None:
-    for mod in _BUILTIN_MODULES:
-        importlib.import_module(f"{__package__}.{mod}")
+register_embedder = EMBEDDERS.register
+register_reranker = RERANKERS.register
+register_writer = WRITERS.register
+register_chat_model = CHAT_MODELS.register
 
 
 def embedder_names() -> list[str]:
-    _load_builtins()
-    return sorted(EMBEDDERS)
+    return EMBEDDERS.names()
 
 
 def create_embedder(settings: EmbeddingSettings) -> Embedder:
-    _load_builtins()
-    factory = EMBEDDERS.get(settings.provider)
-    if factory is None:
-        raise ConfigError(
-            f"unknown embedding provider {settings.provider!r}; choose one of: {', '.join(sorted(EMBEDDERS))}"
-        )
-    return factory(settings)
+    return EMBEDDERS.create(settings.provider, settings)
+
+
+def reranker_names() -> list[str]:
+    return RERANKERS.names()
+
+
+def create_reranker(settings: AnswerSettings) -> Reranker | None:
+    """The configured reranker, or None for ``none``."""
+    if settings.reranker == "none":
+        return None
+    return RERANKERS.create(settings.reranker, settings)
+
+
+def writer_names() -> list[str]:
+    return WRITERS.names()
+
+
+def create_writer(settings: Settings) -> Writer:
+    return WRITERS.create(settings.answer.writer, settings)
+
+
+def chat_model_names() -> list[str]:
+    return CHAT_MODELS.names()
+
+
+def create_chat_model(name: str, settings: LLMSettings) -> ChatModel:
+    return CHAT_MODELS.create(name, settings)
 
 
 class MemoEmbedder(Embedder):
     """An embedder that remembers the vectors of recent texts.
 
     The refusal gate and the extractive writer embed the same evidence sentences
-    within one question, so the second pass costs nothing."""
+    within one question, so the second pass costs nothing. One instance is shared by
+    every question of the process (``sentence_model``), so one lock guards it."""
 
     def __init__(self, inner: Embedder, size: int = 4096) -> None:
         self.inner = inner
         self.provider, self.model, self.dim = inner.provider, inner.model, inner.dim
         self._seen: OrderedDict[tuple[Kind, str], np.ndarray] = OrderedDict()
         self._size = size
+        self._lock = threading.Lock()
 
     def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        with self._lock:
+            return self._embed_batch(texts, kind)
+
+    def _embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
         todo = [t for t in dict.fromkeys(texts) if (kind, t) not in self._seen]
         if todo:
             for text, vector in zip(todo, self.inner.embed_batch(todo, kind), strict=True):
@@ -182,34 +287,3 @@ def sentence_model(settings: Settings) -> Callable[[], Embedder] | None:
         return None
     threads = settings.embedding.threads
     return lambda: _loaded_sentence_model(provider, threads)
-
-
-def reranker_names() -> list[str]:
-    _load_builtins()
-    return sorted(RERANKERS)
-
-
-def create_reranker(settings: AnswerSettings) -> Reranker | None:
-    """The configured reranker, or None for ``none``."""
-    _load_builtins()
-    if settings.reranker == "none":
-        return None
-    factory = RERANKERS.get(settings.reranker)
-    if factory is None:
-        raise ConfigError(
-            f"unknown reranker {settings.reranker!r}; choose one of: none, {', '.join(sorted(RERANKERS))}"
-        )
-    return factory(settings)
-
-
-def writer_names() -> list[str]:
-    _load_builtins()
-    return sorted(WRITERS)
-
-
-def create_writer(settings: Settings) -> Writer:
-    _load_builtins()
-    factory = WRITERS.get(settings.answer.writer)
-    if factory is None:
-        raise ConfigError(f"unknown writer {settings.answer.writer!r}; choose one of: {', '.join(sorted(WRITERS))}")
-    return factory(settings)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...config import EmbeddingSettings
 from ...text import fts_tokens
-from ..registry import Embedder, Kind, register_embedder
+from ..base import Embedder, Kind
 
 DEFAULT_DIM = 256
 
@@ -36,6 +36,5 @@ class HashEmbedder(Embedder):
         return out
 
 
-@register_embedder("hash")
-def _hash(settings: EmbeddingSettings) -> Embedder:
+def create_hash(settings: EmbeddingSettings) -> Embedder:
     return HashEmbedder(settings.dimensions or DEFAULT_DIM)

@@ -17,9 +17,10 @@
   (default ``GEMINI_API_KEY``, or ``GOOGLE_API_KEY``).
 
 Both share one request loop: one ``httpx.Client``, ``timeout_s`` per request,
-and up to ``max_retries`` retries with capped exponential backoff on connection
-errors, timeouts, 429 and 5xx (a ``Retry-After`` header is honoured, capped).
-Other 4xx answers fail at once. A missing key raises MissingCredentials; no
+and the retry policy of every HTTP provider (``http_common.RetryPolicy``): up to
+``max_retries`` retries on connection errors, timeouts, 408, 429 and 500/502/503/504,
+with jittered exponential backoff from 0.5 s or the server's ``Retry-After``, any
+one wait capped at 20 s. Other answers fail at once. A missing key raises MissingCredentials; no
 provider ever falls back to another. The key is sent in a header and never
 logged or echoed (it is redacted from any server message we repeat).
 """
@@ -27,7 +28,6 @@ logged or echoed (it is redacted from any server message we repeat).
 from __future__ import annotations
 
 import base64
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,8 +36,17 @@ import numpy as np
 
 from ...config import EmbeddingSettings
 from ...errors import ConfigError, MissingCredentials, ProviderError
-from ..http_common import error_message, is_loopback, read_key, retry_after
-from ..registry import Embedder, Kind, register_embedder
+from ..base import Embedder, Kind
+from ..http_common import (
+    TRANSIENT_ERRORS,
+    Retryable,
+    RetryPolicy,
+    is_loopback,
+    read_key,
+    redact,
+    retry_after,
+    status_failure,
+)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 OPENAI_MODEL = "text-embedding-3-small"
@@ -54,8 +63,7 @@ GEMINI_DIM = 768
 GEMINI_MAX_DIM = 3072
 GEMINI_MAX_BATCH = 100  # batchEmbedContents accepts at most 100 requests
 
-BACKOFF_S = 0.5  # first retry delay; doubles each time
-MAX_BACKOFF_S = 20.0  # cap on any single wait, Retry-After included
+MAX_BACKOFF_S = 20.0  # an embedding call waits at most this long between attempts
 PROBE_TEXT = "dimension probe"
 
 
@@ -92,9 +100,7 @@ class HttpEmbedder(Embedder):
         dimensions: int | None = None,
         batch_size: int = 16,
         timeout_s: float = 30.0,
-        max_retries: int = 3,
-        backoff_s: float = BACKOFF_S,
-        max_backoff_s: float = MAX_BACKOFF_S,
+        retry: RetryPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
         client: httpx.Client | None = None,
     ) -> None:
@@ -103,9 +109,7 @@ class HttpEmbedder(Embedder):
         self.dimensions = dimensions
         self._dim: int | None = dimensions
         self.batch_size = max(1, min(batch_size, self.max_batch))
-        self.max_retries = max(0, max_retries)
-        self.backoff_s = max(0.0, backoff_s)
-        self.max_backoff_s = max(0.0, max_backoff_s)
+        self.retry = retry or retry_policy(max_retries=3)
         self._api_key = api_key
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         headers.update(self._auth_headers(api_key))
@@ -177,42 +181,29 @@ class HttpEmbedder(Embedder):
 
     # -- HTTP ---------------------------------------------------------------
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***") if self._api_key else text
-
-    def _delay(self, attempt: int, response: httpx.Response | None) -> float:
-        hinted = retry_after(response) if response is not None else None
-        wait = hinted if hinted is not None else self.backoff_s * (2**attempt)
-        return min(wait, self.max_backoff_s)
-
     def _post(self, url: str, body: dict[str, Any]) -> Any:
-        """POST JSON with retries; the parsed JSON answer, or ProviderError."""
-        last = ""
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            response: httpx.Response | None = None
+        """POST JSON under the retry policy; the parsed JSON answer, or ProviderError."""
+        return self.retry.run(lambda: self._post_once(url, body), f"{self.provider} embeddings ({url})")
+
+    def _post_once(self, url: str, body: dict[str, Any]) -> Any:
+        try:
+            response = self._client.post(url, json=body)
+        except httpx.TimeoutException as exc:
+            raise Retryable(f"timed out ({type(exc).__name__})") from None
+        except TRANSIENT_ERRORS as exc:
+            raise Retryable(f"connection failed ({type(exc).__name__}: {redact(str(exc), self._api_key)})") from None
+        except httpx.HTTPError as exc:
+            raise ProviderError(f"{self.provider} request to {url} failed: {redact(str(exc), self._api_key)}") from None
+        status = response.status_code
+        if 200 <= status < 300:
             try:
-                response = self._client.post(url, json=body)
-            except httpx.TimeoutException as exc:
-                last = f"timed out ({type(exc).__name__})"
-            except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                last = f"connection failed ({type(exc).__name__}: {self._redact(str(exc))})"
-            except httpx.HTTPError as exc:
-                raise ProviderError(f"{self.provider} request to {url} failed: {self._redact(str(exc))}") from None
-            else:
-                status = response.status_code
-                if 200 <= status < 300:
-                    try:
-                        return response.json()
-                    except ValueError:
-                        raise ProviderError(f"malformed response from {self.provider} ({url}): not JSON") from None
-                message = self._redact(error_message(response))
-                if status != 429 and status < 500:
-                    raise ProviderError(f"{self.provider} embeddings failed: HTTP {status}: {message}")
-                last = f"HTTP {status}: {message}"
-            if attempt + 1 < attempts:
-                time.sleep(self._delay(attempt, response))
-        raise ProviderError(f"{self.provider} embeddings failed after {attempts} attempt(s) to {url}: {last}")
+                return response.json()
+            except ValueError:
+                raise ProviderError(f"malformed response from {self.provider} ({url}): not JSON") from None
+        message = status_failure(response, self._api_key)
+        if self.retry.retries_status(status):
+            raise Retryable(message, retry_after(response))
+        raise ProviderError(f"{self.provider} embeddings failed: {message}")
 
     def close(self) -> None:
         self._client.close()
@@ -319,16 +310,19 @@ class GeminiEmbedder(HttpEmbedder):
         return [_vector(e.get("values"), f"embeddings[{k}].values") for k, e in enumerate(embeddings)]
 
 
+def retry_policy(max_retries: int) -> RetryPolicy:
+    return RetryPolicy(max_retries=max_retries, max_backoff_s=MAX_BACKOFF_S)
+
+
 def _common(settings: EmbeddingSettings) -> dict[str, Any]:
     return {
         "batch_size": settings.batch_size,
         "timeout_s": settings.timeout_s,
-        "max_retries": settings.max_retries,
+        "retry": retry_policy(settings.max_retries),
     }
 
 
-@register_embedder("openai")
-def _openai(settings: EmbeddingSettings) -> Embedder:
+def create_openai(settings: EmbeddingSettings) -> Embedder:
     base_url = settings.base_url or OPENAI_BASE_URL
     env = settings.api_key_env or OPENAI_KEY_ENV
     key = read_key([env])
@@ -346,8 +340,7 @@ def _openai(settings: EmbeddingSettings) -> Embedder:
     )
 
 
-@register_embedder("gemini")
-def _gemini(settings: EmbeddingSettings) -> Embedder:
+def create_gemini(settings: EmbeddingSettings) -> Embedder:
     env = settings.api_key_env or GEMINI_KEY_ENV
     names = [env, GEMINI_FALLBACK_KEY_ENV] if env == GEMINI_KEY_ENV else [env]
     key = read_key(names)

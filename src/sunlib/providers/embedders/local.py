@@ -21,7 +21,7 @@ import numpy as np
 
 from ...config import EmbeddingSettings
 from ...errors import ProviderError
-from ..registry import Embedder, Kind, register_embedder
+from ..base import Embedder, Kind
 
 
 def _missing(package: str, extra: str | None = None) -> ProviderError:
@@ -102,16 +102,13 @@ class MiniLMEmbedder(Embedder):
         return np.asarray((out * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9), dtype=np.float32)
 
 
-@register_embedder("e5")
-def _e5(settings: EmbeddingSettings) -> Embedder:
+def create_e5(settings: EmbeddingSettings) -> Embedder:
     return E5Embedder(settings.threads)
 
 
-@register_embedder("use")
-def _use(settings: EmbeddingSettings) -> Embedder:
+def create_use(settings: EmbeddingSettings) -> Embedder:
     return UseEmbedder(settings.threads)
 
 
-@register_embedder("minilm")
-def _minilm(settings: EmbeddingSettings) -> Embedder:
+def create_minilm(settings: EmbeddingSettings) -> Embedder:
     return MiniLMEmbedder(settings.threads)

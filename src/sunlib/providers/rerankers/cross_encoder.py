@@ -20,7 +20,7 @@ from ...config import AnswerSettings
 from ...contracts import Hit, Ranked
 from ...errors import ConfigError
 from ...text import TermWeights
-from ..registry import Reranker, register_reranker
+from ..base import Reranker
 
 
 class CrossEncoderReranker(Reranker):
@@ -81,8 +81,7 @@ class CrossEncoderReranker(Reranker):
         return ranked
 
 
-@register_reranker("cross-encoder")
-def _cross_encoder(settings: AnswerSettings) -> Reranker:
+def create_cross_encoder(settings: AnswerSettings) -> Reranker:
     if settings.reranker_model_dir is None:
         raise ConfigError("the cross-encoder reranker needs answer.reranker_model_dir (a folder with model.onnx)")
     return CrossEncoderReranker(Path(settings.reranker_model_dir).expanduser())

@@ -23,7 +23,7 @@ from ...config import AnswerSettings, Settings
 from ...contracts import Hit, Ranked
 from ...errors import ConfigError
 from ...text import TermWeights
-from ..registry import Embedder, Reranker, register_reranker
+from ..base import Embedder, Reranker
 
 
 def _z(values: np.ndarray) -> np.ndarray:
@@ -83,6 +83,5 @@ class FusionReranker(Reranker):
         return ranked
 
 
-@register_reranker("fusion")
-def _fusion(settings: AnswerSettings) -> Reranker:
+def create_fusion(settings: AnswerSettings) -> Reranker:
     return FusionReranker(settings.rescore_weight)

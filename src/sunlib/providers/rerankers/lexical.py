@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from ...config import AnswerSettings
 from ...contracts import Hit, Ranked
 from ...text import TermWeights, fts_tokens
-from ..registry import Reranker, register_reranker
+from ..base import Reranker
 
 TERM_BONUS = 0.30
 IDENTIFIER_BONUS = 0.10
@@ -67,6 +67,5 @@ class LexicalReranker(Reranker):
         return ranked
 
 
-@register_reranker("lexical")
-def _lexical(settings: AnswerSettings) -> Reranker:
+def create_lexical(settings: AnswerSettings) -> Reranker:
     return LexicalReranker()

@@ -29,7 +29,8 @@ from ...config import Settings
 from ...contracts import Draft, Evidence, WriteRequest
 from ...text import estimate_tokens, is_cjk
 from ...text.sentences import quotable_sentences
-from ..registry import Embedder, Writer, register_writer, sentence_model
+from ..base import Embedder, Writer
+from ..registry import sentence_model
 
 PER_SOURCE = 2  # sentences one source may give
 # With a sentence model, a sentence is quoted only if its relevance is at least this share of the
@@ -133,6 +134,5 @@ def _join(parts: list[str]) -> str:
     return ("" if cjk > 5 * len(parts) else " ").join(parts)
 
 
-@register_writer("extractive")
-def _extractive(settings: Settings) -> Writer:
+def create_extractive(settings: Settings) -> Writer:
     return ExtractiveWriter(sentence_model(settings))

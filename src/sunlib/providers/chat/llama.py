@@ -3,27 +3,24 @@
 Install with ``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DLLAVA_BUILD=OFF"
 pip install llama-cpp-python==0.3.36`` (a source build, about 6 minutes on 2 cores),
 then set ``[answer] writer = "llama-cpp"`` and ``[llm] gguf_path``. ``n_threads``
-defaults to 1: on busy cores more threads made generation collapse. The prompt is
-the OpenAI writer's; whatever the model writes, the citation verifier decides what
-is supported, and the refusal gate has already decided from retrieval evidence.
+defaults to 1: on busy cores more threads made generation collapse. It streams
+whenever a token callback is given, and JSON mode is llama-cpp's ``response_format``
+(a grammar); tool calls need a function-calling chat format, so they are not offered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...config import LLMSettings, Settings
-from ...contracts import Draft, WriteRequest
+from ...config import LLMSettings
 from ...errors import ConfigError, ProviderError
-from ..registry import Writer, register_writer
-from .openai import writer_messages
+from .base import ChatCapabilities, ChatModel, ChatReply, ChatRequest, OnToken
 
 
-class LlamaCppWriter(Writer):
+class LlamaCppChatModel(ChatModel):
     name = "llama-cpp"
-    is_llm = True
+    capabilities = ChatCapabilities(streaming=True, json_mode=True, tool_calls=False)
 
     def __init__(self, settings: LLMSettings) -> None:
         try:
@@ -39,18 +36,25 @@ class LlamaCppWriter(Writer):
         self.model = path.name
         self.llm = Llama(model_path=str(path), n_threads=settings.n_threads, n_ctx=settings.n_ctx, verbose=False)
 
-    def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft:
-        kwargs: dict[str, Any] = {"temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens}
-        messages: Any = writer_messages(request)
+    def _chat(self, request: ChatRequest, on_token: OnToken | None) -> ChatReply:
+        kwargs: dict[str, Any] = {
+            "temperature": self.settings.temperature if request.temperature is None else request.temperature,
+            "max_tokens": self.settings.max_tokens if request.max_tokens is None else request.max_tokens,
+        }
+        if request.json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        messages: Any = [{"role": m.role, "content": m.content} for m in request.messages]
         try:
             if on_token is None:
                 out: Any = self.llm.create_chat_completion(messages=messages, **kwargs)
                 usage = out.get("usage") or {}
-                return Draft(
-                    out["choices"][0]["message"]["content"] or "",
+                choice = out["choices"][0]
+                return ChatReply(
+                    choice["message"]["content"] or "",
                     self.model,
                     usage.get("prompt_tokens", 0),
                     usage.get("completion_tokens", 0),
+                    finish_reason=choice.get("finish_reason"),
                 )
             parts: list[str] = []
             stream: Any = self.llm.create_chat_completion(messages=messages, stream=True, **kwargs)
@@ -59,11 +63,7 @@ class LlamaCppWriter(Writer):
                 if delta:
                     parts.append(delta)
                     on_token(delta)
-            return Draft("".join(parts), self.model, 0, len(parts), streamed=True)
+            # the stream reports no usage: one delta is about one token
+            return ChatReply("".join(parts), self.model, 0, len(parts), streamed=True, finish_reason="stop")
         except (RuntimeError, ValueError) as exc:
             raise ProviderError(f"local model failed: {exc}") from None
-
-
-@register_writer("llama-cpp")
-def _llama(settings: Settings) -> Writer:
-    return LlamaCppWriter(settings.llm)
