@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..answer.router import language
-from ..answer.select import Gate, gate_key
+from ..answer.gate import Gate, gate_key
 from ..errors import DatasetError
 from ..library import Library
 from .qa import QACase, run_case
