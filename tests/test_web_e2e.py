@@ -32,6 +32,7 @@ from llm_server import start as start_llm
 from llm_server import user_message as llm_user_message
 from sunlib import Library
 from sunlib.server.app import WEB_DIR, create_app
+from sunlib.steps import ASK_STEPS, Step
 
 CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else shutil.which("chromium")
 if CHROMIUM is None:
@@ -40,18 +41,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 VIEWPORT = {"width": 1280, "height": 800}
-STEPS = [
-    "Intent Router",
-    "BM25 Retrieval",
-    "Dense Retrieval",
-    "Hybrid Fusion",
-    "Reranking",
-    "Selection/Refusal",
-    "Context Builder",
-    "Writer",
-    "Citation Verifier",
-    "Run Summary",
-]
+STEPS = list(ASK_STEPS)  # the default run chain, from the registry
 CITED_Q = "What is the SUNLIB_HOME environment variable used for?"
 REFUSED_Q = "Which port does the sunlib web server listen on?"
 TIMEOUT_MS = 30_000
@@ -226,7 +216,7 @@ def test_cited_answer_opens_the_cited_span_and_shows_the_run_chain(e5_server: st
     cards = page.locator("#chain-steps .step-card")
     cards.nth(len(STEPS) - 1).wait_for()
     assert [cards.nth(i).get_attribute("data-step") for i in range(cards.count())] == STEPS
-    gate = page.locator(".step-card[data-step='Selection/Refusal']")
+    gate = page.locator(f".step-card[data-step='{Step.SELECT}']")
     gate.locator("summary").first.click()
     assert gate.locator("details").first.get_attribute("open") is not None
     details = gate.locator(".step-body").inner_text()

@@ -48,6 +48,7 @@ from .stages import (
     Retrieve,
     Retrieved,
     RetrieveStage,
+    Round,
     Router,
     RouteStage,
     SelectStage,
@@ -86,7 +87,7 @@ class Asker:
         self.writer = writer
         self.reranker = reranker
         self.router = router
-        self.stages: tuple[Stage[Any, Any], ...] = (
+        self.stages: tuple[Stage[Any, Any] | Round, ...] = (
             RouteStage(router),
             RetrieveStage(settings, retrieve, store),
             RerankStage(reranker),

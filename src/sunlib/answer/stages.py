@@ -131,23 +131,52 @@ class Stage(Generic[In, Out]):
         return "did not run"
 
 
-def run_stages(stages: Sequence[Stage[Any, Any]], board: dict[str, Any], tracer: Tracer) -> None:
-    """Run ``stages`` in order; ``board`` holds the run's input under ``question`` and gets each output."""
+@dataclass(frozen=True)
+class Round:
+    """One round of a multi-round run: its stages run inside one ``Step.ROUND`` span (iteration n),
+    so their steps nest under it. A single-shot ask has no rounds."""
+
+    iteration: int
+    stages: tuple[Stage[Any, Any] | Round, ...]
+
+    @property
+    def steps(self) -> tuple[Step, ...]:
+        return (Step.ROUND, *(step for stage in self.stages for step in stage.steps))
+
+
+def run_stages(stages: Sequence[Stage[Any, Any] | Round], board: dict[str, Any], tracer: Tracer) -> str | None:
+    """Run ``stages`` in order; ``board`` holds the run's input under ``question`` and gets each
+    output under the stage's ``output`` name. Returns the reason the run halted, if it did."""
     halted: str | None = None
     for stage in stages:
         if halted is not None:
             for step in stage.steps:
                 tracer.skipped(step, halted)
-            continue
-        inp = stage.inputs(**{f.name: board[f.name] for f in fields(stage.inputs)})
-        mark = tracer.mark()
-        out = stage.run(inp, tracer)
-        board[stage.output] = out
-        recorded = {s.name for s in tracer.since(mark)}
-        for step in stage.steps:
-            if step not in recorded:
-                tracer.skipped(step, stage.unrecorded(step))
-        halted = stage.halt(out)
+        elif isinstance(stage, Round):
+            halted = _run_round(stage, board, tracer)
+        else:
+            inp = stage.inputs(**{f.name: board[f.name] for f in fields(stage.inputs)})
+            mark = tracer.mark()
+            out = stage.run(inp, tracer)
+            board[stage.output] = out
+            recorded = {s.name for s in tracer.since(mark)}
+            for step in stage.steps:
+                if step not in recorded:
+                    tracer.skipped(step, stage.unrecorded(step))
+            halted = stage.halt(out)
+    return halted
+
+
+def _run_round(round_: Round, board: dict[str, Any], tracer: Tracer) -> str | None:
+    question: Question = board["question"]
+    with tracer.step(Step.ROUND, f"{question.text[:80]!r}", iteration=round_.iteration) as span:
+        halted = run_stages(round_.stages, board, tracer)
+        span.done(
+            f"round {round_.iteration}" + (f" stopped: {halted}" if halted else ""),
+            iteration=round_.iteration,
+            question=question.text,
+        )
+    return halted
 
 
 # -- the stages -----------------------------------------------------------------------------

@@ -67,8 +67,8 @@ async def ask_stream(
 ) -> EventSourceResponse:
     """Server-sent events, in order: ``step`` per pipeline step as it completes (with its span_id,
     parent_id and iteration), ``context_built`` after the context, ``token`` deltas while the writer
-    writes, ``citations``, then ``finish`` (confidence, refused, refusal_reason, refusals, run_id). On failure: ``error``. A client that
-    disconnects stops the run."""
+    writes, ``citations``, then ``finish`` (confidence, refused, refusal_reason, refusals, run_id).
+    On failure: ``error``. A client that disconnects stops the run."""
     state = request.app.state.sunlib
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
