@@ -304,6 +304,8 @@ def test_stream_refused_event_sequence(e5_api: Api) -> None:
     assert events[-2][1]["citations"] == [] and events[-2][1]["evidence"] == []
     finish = events[-1][1]
     assert finish["refused"] is True and "gate score" in finish["refusal_reason"]
+    assert [r["code"] for r in finish["refusals"]][0] == "low_gate"
+    assert "; ".join(r["message"] for r in finish["refusals"]) == finish["refusal_reason"]
     run = e5_api.get(f"/api/runs/{finish['run_id']}").json()
     assert run["refused"] is True and run["frame"]["refusal_reason"] == finish["refusal_reason"]
 
@@ -332,6 +334,8 @@ def test_stream_writer_failure_finishes_refused(open_hash: Callable[..., Library
     finish = events[-1][1]
     assert finish["refused"] is True
     assert finish["refusal_reason"].startswith("the writer failed (LLM request failed after 1 attempts")
+    assert [r["code"] for r in finish["refusals"]] == ["writer_failed"]
+    assert finish["refusals"][0]["message"] == finish["refusal_reason"]
     assert events[-2][1]["citations"] == []
     assert "Traceback" not in json.dumps(events)
     run = api.get(f"/api/runs/{finish['run_id']}").json()
