@@ -13,7 +13,9 @@
   Without a dense route the gate is coverage alone, against its own threshold.
   Thresholds are per embedding space, and within it per question language when the
   calibration set had enough questions in that language: calibrated ones stored in
-  the index win over the configured defaults.
+  the index win over settings, and settings over the space's profile. Selection
+  measures the signals (``GateSignals``); the decision is the gate's (``answer.gate``),
+  with one ``Refusal`` (code, parameters, message) per reason.
 * Two checks that no score can replace, each with its own reason: every name the
   question mentions (``HNSW``, ``--as``, ``macOS``; see ``text.terms.names``) must
   appear in the selected evidence, and a question that asks for a duration, a size or
