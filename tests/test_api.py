@@ -304,7 +304,7 @@ def test_stream_refused_event_sequence(e5_api: Api) -> None:
     assert events[-2][1]["citations"] == [] and events[-2][1]["evidence"] == []
     finish = events[-1][1]
     assert finish["refused"] is True and "gate score" in finish["refusal_reason"]
-    assert [r["code"] for r in finish["refusals"]][0] == "low_gate"
+    assert finish["refusals"][0]["code"] == "low_gate"
     assert "; ".join(r["message"] for r in finish["refusals"]) == finish["refusal_reason"]
     run = e5_api.get(f"/api/runs/{finish['run_id']}").json()
     assert run["refused"] is True and run["frame"]["refusal_reason"] == finish["refusal_reason"]
