@@ -41,6 +41,7 @@ from sse import sse
 from sunlib import Library
 from sunlib.contracts import to_jsonable
 from sunlib.server import create_app
+from sunlib.steps import Step
 
 # read at import: the autouse fixture in conftest.py removes SUNLIB_* variables per test
 REPORT_PATH = os.environ.get("SUNLIB_ACL_REPORT")
@@ -235,7 +236,7 @@ def check_expected(ok: bool, what: str) -> None:
 
 def count_expansion(trace: Any) -> None:
     for step in trace["steps"]:
-        if step["name"] == "Context Builder" and step.get("details", {}).get("expanded"):
+        if step["name"] == Step.CONTEXT and step.get("details", {}).get("expanded"):
             STATS["expansions"] += 1
             return
 
@@ -555,7 +556,7 @@ def test_trace_term_weights_do_not_depend_on_invisible_notes(tmp_path: Path) -> 
 
         def weights(question: str) -> dict[str, float]:
             trace = to_jsonable(lib.ask(question, principals=["public"]).trace)
-            step = next(s for s in trace["steps"] if s["name"] == "Reranking")
+            step = next(s for s in trace["steps"] if s["name"] == Step.RERANK)
             return dict(step["details"]["query_terms"])
 
         present, absent = weights("garden zqsecretx"), weights("garden zqabsentx")

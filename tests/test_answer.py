@@ -12,21 +12,11 @@ from sunlib.answer.context import Budget, build_context
 from sunlib.answer.router import RuleRouter, language
 from sunlib.contracts import Evidence
 from sunlib.ingest.ids import utf16_slice
+from sunlib.steps import ASK_STEPS, Step
 from sunlib.text import TermWeights
 from sunlib.text.refs import REF
 
-STEPS = [
-    "Intent Router",
-    "BM25 Retrieval",
-    "Dense Retrieval",
-    "Hybrid Fusion",
-    "Reranking",
-    "Selection/Refusal",
-    "Context Builder",
-    "Writer",
-    "Citation Verifier",
-    "Run Summary",
-]
+STEPS = list(ASK_STEPS)  # the default run chain, from the registry
 
 
 def _check_citations(lib: Library, result_frame) -> None:  # type: ignore[no-untyped-def]
@@ -74,8 +64,8 @@ def test_unanswerable_is_refused_with_reason(e5_library: Library) -> None:
     assert frame.refusal_reason and "gate score" in frame.refusal_reason and " < " in frame.refusal_reason
     assert not frame.citations and not frame.evidence
     steps = {s.name: s for s in result.trace.steps}
-    assert steps["Selection/Refusal"].details["passed"] is False
-    assert all(steps[n].status == "skipped" for n in ("Context Builder", "Writer", "Citation Verifier"))
+    assert steps[Step.SELECT].details["passed"] is False
+    assert all(steps[n].status == "skipped" for n in (Step.CONTEXT, Step.WRITE, Step.VERIFY))
 
 
 @pytest.mark.slow
@@ -109,7 +99,7 @@ def test_direct_route_states_nothing_about_the_notes(hash_library: Library) -> N
         assert result.frame.route == "direct"
         assert not result.frame.citations and not result.frame.refused
         skipped = [s.name for s in result.trace.steps if s.status == "skipped"]
-        assert "BM25 Retrieval" in skipped and "Writer" in skipped
+        assert Step.BM25 in skipped and Step.WRITE in skipped
     assert RuleRouter().decide("hello, how does the gate work?").route == "rag"
     assert language("空的 ACL 是公开的吗") == "zh" and language("What is ACL?") == "en"
 
@@ -168,7 +158,7 @@ def test_expansion_adds_neighbours_of_strong_seeds_only(hash_library: Library) -
     s.gate_threshold = s.gate_threshold_bm25 = 0.0
     s.expand_threshold, s.max_neighbors, s.top_k = 0.9, 2, 1
     result = hash_library.ask("How does the structure-aware chunker split long sections into chunks?")
-    ctx = next(st for st in result.trace.steps if st.name == "Context Builder").details
+    ctx = next(st for st in result.trace.steps if st.name == Step.CONTEXT).details
     assert 0 < len(ctx["expanded"]) <= 2
     scores = {e["chunk_id"]: e["score"] for e in ctx["sources"]}
     for item in ctx["expanded"]:
@@ -176,7 +166,7 @@ def test_expansion_adds_neighbours_of_strong_seeds_only(hash_library: Library) -
         assert item["chunk_id"] not in scores or scores[item["chunk_id"]] < item["expanded_from_score"]
     s.max_neighbors = 0
     again = hash_library.ask("How does the structure-aware chunker split long sections into chunks?")
-    assert next(st for st in again.trace.steps if st.name == "Context Builder").details["expanded"] == []
+    assert next(st for st in again.trace.steps if st.name == Step.CONTEXT).details["expanded"] == []
 
 
 def test_min_score_and_top_k(hash_library: Library) -> None:
@@ -184,10 +174,10 @@ def test_min_score_and_top_k(hash_library: Library) -> None:
     s.gate_threshold = s.gate_threshold_bm25 = 0.0
     s.min_score, s.top_k = 0.6, 3
     result = hash_library.ask("How do filters and ACL work together in search?")
-    sel = next(st for st in result.trace.steps if st.name == "Selection/Refusal").details
+    sel = next(st for st in result.trace.steps if st.name == Step.SELECT).details
     assert len(sel["selected"]) <= 3
     assert sel["dropped_below_min_score"] > 0
-    rerank = next(st for st in result.trace.steps if st.name == "Reranking").details["top"]
+    rerank = next(st for st in result.trace.steps if st.name == Step.RERANK).details["top"]
     kept = {r["chunk_id"]: r["score"] for r in rerank}
     assert all(kept[c] >= 0.6 for c in sel["selected"] if c in kept)
 

@@ -12,14 +12,16 @@ import pytest
 
 from sunlib import Library
 from sunlib.answer.expect import Expectation, expected_answer
+from sunlib.answer.gate import E5, GateSignals, ScoreGate, dense_setting, lexical_setting, profile_for
 from sunlib.answer.select import Gate, gate_key
-from sunlib.config import DEFAULT_GATE, AnswerSettings, GateSetting, Settings
+from sunlib.config import AnswerSettings, GateSetting, Settings
 from sunlib.contracts import BuiltContext, Evidence, WriteRequest
 from sunlib.evaluate.calibrate import fit_gate
 from sunlib.providers import sentence_model
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, MemoEmbedder
 from sunlib.providers.writers.extractive import ExtractiveWriter
+from sunlib.steps import Step
 from sunlib.text import TermWeights
 from sunlib.text.terms import content_terms, fold, names, token_set
 
@@ -154,9 +156,11 @@ def small_library(tmp_path: Path) -> Library:
 
 def _selection(lib: Library, question: str) -> dict[str, object]:
     result = lib.ask(question, save=False)
-    details = next(s.details for s in result.trace.steps if s.name == "Selection/Refusal")
+    details = next(s.details for s in result.trace.steps if s.name == Step.SELECT)
     assert result.frame.refused == (not details["passed"])
-    return details
+    assert result.selection is not None and result.selection.passed == details["passed"]
+    assert [r.code for r in result.frame.refusals] == details["refusals"]
+    return dict(details)
 
 
 def test_a_name_the_evidence_never_mentions_refuses(small_library: Library) -> None:
@@ -183,7 +187,7 @@ def test_an_answer_type_the_evidence_never_states_refuses(small_library: Library
 def test_the_writer_step_shows_why_each_sentence_was_quoted(small_library: Library) -> None:
     result = small_library.ask("Which table holds the vectors of an embedding space?", save=False)
     assert not result.frame.refused
-    writer = next(s for s in result.trace.steps if s.name == "Writer").details
+    writer = next(s for s in result.trace.steps if s.name == Step.WRITE).details
     assert writer["sentence_model"] is True and writer["candidates"] >= len(writer["quoted"]) >= 1
     quoted = {q["chunk_id"] for q in writer["quoted"]}
     assert quoted == {c.chunk_id for c in result.frame.citations}
@@ -203,18 +207,62 @@ def test_the_checks_can_be_turned_off(small_library: Library) -> None:
 
 def test_each_language_has_its_own_default_gate_unless_one_is_set() -> None:
     s = AnswerSettings()
-    en, zh = s.gate_languages["en"], s.gate_languages["zh"]
-    assert s.dense_gate("en") == (en, "settings for en questions")
-    assert s.dense_gate("zh") == (zh, "settings for zh questions")
-    overall = GateSetting(threshold=DEFAULT_GATE[0], cosine_weight=DEFAULT_GATE[1])
-    assert s.dense_gate("ja") == s.dense_gate(None) == (overall, "settings")
+    profile = profile_for("e5")
+    en, zh = profile.languages["en"], profile.languages["zh"]
+    assert dense_setting(s, profile, "en") == (en, "profile e5 for en questions")
+    assert dense_setting(s, profile, "zh") == (zh, "profile e5 for zh questions")
+    overall = GateSetting(threshold=E5.threshold, cosine_weight=E5.cosine_weight)
+    assert dense_setting(s, profile, "ja") == dense_setting(s, profile, None) == (overall, "profile e5")
     # an explicit gate applies to every language; the other value keeps its default
-    seven = GateSetting(threshold=0.7, cosine_weight=DEFAULT_GATE[1])
-    assert AnswerSettings(gate_threshold=0.7).dense_gate("zh") == (seven, "settings")
-    half = GateSetting(threshold=DEFAULT_GATE[0], cosine_weight=0.5)
-    assert AnswerSettings(gate_cosine_weight=0.5).dense_gate("en") == (half, "settings")
+    seven = GateSetting(threshold=0.7, cosine_weight=E5.cosine_weight)
+    assert dense_setting(AnswerSettings(gate_threshold=0.7), profile, "zh") == (seven, "settings")
+    half = GateSetting(threshold=E5.threshold, cosine_weight=0.5)
+    assert dense_setting(AnswerSettings(gate_cosine_weight=0.5), profile, "en") == (half, "settings")
     mine = AnswerSettings(gate_languages={"en": GateSetting(threshold=0.5, cosine_weight=0.0)})
-    assert mine.dense_gate("en")[0].threshold == 0.5 and mine.dense_gate("zh")[1] == "settings"
+    assert dense_setting(mine, profile, "en") == (
+        GateSetting(threshold=0.5, cosine_weight=0.0),
+        "settings for en questions",
+    )
+    assert dense_setting(mine, profile, "zh")[1] == "profile e5"
+    assert lexical_setting(s, profile) == Gate(0.4741, 0.0, "profile e5")
+    assert lexical_setting(AnswerSettings(gate_threshold_bm25=0.2), profile) == Gate(0.2, 0.0, "settings")
+
+
+def test_the_defaults_are_the_embedding_spaces_profile() -> None:
+    """Today's numbers, calibrated for e5; a provider without a profile of its own starts from e5's."""
+    assert (E5.threshold, E5.cosine_weight, E5.lexical_threshold) == (0.8509, 0.9, 0.4741)
+    assert E5.languages["en"] == GateSetting(threshold=0.8489, cosine_weight=0.95)
+    assert E5.languages["zh"] == GateSetting(threshold=0.6436, cosine_weight=0.95, sentence_weight=1.0)
+    assert profile_for("hash") is E5 and profile_for("e5") is E5
+
+
+def test_the_gate_decides_on_signals_with_a_code_per_reason() -> None:
+    gate = ScoreGate(Gate(0.8, 0.9, "settings"), Gate(0.5, 0.0, "settings"))
+    ok = gate.decide(GateSignals(kept=3, top_cosine=0.9, coverage=0.8, sentence_cosine=None))
+    assert ok.passed and ok.refusals == () and ok.reason is None
+    assert ok.score == pytest.approx(0.9 * 0.9 + 0.1 * 0.8) and ok.threshold == 0.8
+    low = gate.decide(
+        GateSignals(
+            kept=2,
+            top_cosine=None,
+            coverage=0.25,
+            sentence_cosine=None,
+            missing_terms=("port", "web"),
+            missing_names=("HNSW",),
+            expects=Expectation("duration"),
+            expectation_met=False,
+        )
+    )
+    assert not low.passed and low.gate.cosine_weight == 0.0  # no dense score: the lexical gate
+    assert [r.code for r in low.refusals] == ["low_gate", "missing_name", "missing_quantity"]
+    assert low.refusals[0].params["coverage"] == 0.25 and low.refusals[1].params["names"] == ["HNSW"]
+    assert low.reason == (
+        "gate score 0.250 < 0.500 (coverage 0.25, no dense score); not in the evidence: port, web; "
+        "no selected passage mentions HNSW; the question asks for a duration, and no selected passage states one"
+    )
+    empty = gate.decide(GateSignals(kept=0, top_cosine=None, coverage=0.0, sentence_cosine=None))
+    assert [r.code for r in empty.refusals] == ["no_evidence"]
+    assert empty.reason == "no passage of the notes visible to you matches the question"
 
 
 def test_the_gate_score_weighs_three_signals_and_falls_back_without_the_sentence_one() -> None:
@@ -291,7 +339,7 @@ def test_without_a_sentence_model_a_gate_that_needs_one_gives_way(tmp_path: Path
         assert sel["gate_source"] == "settings for en questions" and sel["sentence_cosine"] is not None
     else:  # the overall default gate decides, with its own threshold
         assert sel["sentence_cosine"] is None and sel["sentence_weight"] == 0.0
-        assert (sel["threshold"], sel["gate_source"]) == (DEFAULT_GATE[0], "settings")
+        assert (sel["threshold"], sel["gate_source"]) == (E5.threshold, "profile e5")
 
 
 class CountingHash(HashEmbedder):

@@ -28,6 +28,7 @@ from sse import sse
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
 from sunlib.server import create_app
+from sunlib.steps import ASK_STEPS, Step
 
 SAMPLE_QA = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
 ANSWERED = "What is the SUNLIB_HOME environment variable used for?"
@@ -35,8 +36,8 @@ REFUSED = "Which port does the sunlib web server listen on?"
 TOKENS = {"tok-ops": ["ops"], "tok-team": ["team"]}
 OPS = {"Authorization": "Bearer tok-ops"}
 TEAM = {"Authorization": "Bearer tok-team"}
-RETRIEVAL = ("Intent Router", "BM25 Retrieval", "Dense Retrieval", "Hybrid Fusion", "Reranking", "Selection/Refusal")
-ALL_STEPS = (*RETRIEVAL, "Context Builder", "Writer", "Citation Verifier", "Run Summary")
+RETRIEVAL = (Step.ROUTE, Step.BM25, Step.DENSE, Step.FUSION, Step.RERANK, Step.SELECT)
+ALL_STEPS = ASK_STEPS
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -104,10 +105,10 @@ def e5_api(e5_library: Library) -> Api:
 @pytest.mark.parametrize(
     ("mode", "steps"),
     [
-        ("bm25", ["BM25 Retrieval"]),
-        ("dense", ["Dense Retrieval"]),
-        ("hybrid", ["BM25 Retrieval", "Dense Retrieval", "Hybrid Fusion"]),
-        (None, ["BM25 Retrieval", "Dense Retrieval", "Hybrid Fusion"]),  # the configured default
+        ("bm25", [Step.BM25]),
+        ("dense", [Step.DENSE]),
+        ("hybrid", [Step.BM25, Step.DENSE, Step.FUSION]),
+        (None, [Step.BM25, Step.DENSE, Step.FUSION]),  # the configured default
     ],
 )
 def test_search_modes_return_cited_snippets(
@@ -254,8 +255,8 @@ def test_ask_refuses_with_reason(e5_api: Api) -> None:
     assert data["citations"] == [] and data["evidence"] == []
     steps = {s["name"]: s["status"] for s in data["trace"]["steps"]}
     assert list(steps) == list(ALL_STEPS)
-    assert steps["Selection/Refusal"] == "warning"
-    assert [steps[n] for n in ("Context Builder", "Writer", "Citation Verifier")] == ["skipped"] * 3
+    assert steps[Step.SELECT] == "warning"
+    assert [steps[n] for n in (Step.CONTEXT, Step.WRITE, Step.VERIFY)] == ["skipped"] * 3
 
 
 # -- 3. ask/stream -----------------------------------------------------------------------------
@@ -267,10 +268,10 @@ def test_stream_answered_event_sequence(e5_api: Api) -> None:
     assert r.headers["content-type"].startswith("text/event-stream")
     events = sse(r.text)
     assert shape(events) == [
-        *(f"step:{n}" for n in (*RETRIEVAL, "Context Builder")),
+        *(f"step:{n}" for n in (*RETRIEVAL, Step.CONTEXT)),
         "context_built",
         "token",
-        *(f"step:{n}" for n in ("Writer", "Citation Verifier", "Run Summary")),
+        *(f"step:{n}" for n in (Step.WRITE, Step.VERIFY, Step.SUMMARY)),
         "citations",
         "finish",
     ]
@@ -278,7 +279,7 @@ def test_stream_answered_event_sequence(e5_api: Api) -> None:
     assert all(s["status"] in ("ok", "warning") for s in steps)
     assert all(set(s) >= {"name", "status", "latency_ms", "input_summary", "output_summary", "details"} for s in steps)
     context = next(d for e, d in events if e == "context_built")
-    builder = next(s for s in steps if s["name"] == "Context Builder")
+    builder = next(s for s in steps if s["name"] == Step.CONTEXT)
     assert context["chunks"] and context["chunks"] == [s["chunk_id"] for s in builder["details"]["sources"]]
     assert context["chars"] > 0 and context["token_estimate"] > 0
     tokens = "".join(d["delta"] for e, d in events if e == "token")
@@ -299,10 +300,12 @@ def test_stream_refused_event_sequence(e5_api: Api) -> None:
     events = sse(e5_api.post("/api/ask/stream", json={"question": REFUSED}).text)
     assert shape(events) == [*(f"step:{n}" for n in ALL_STEPS), "citations", "finish"]
     status = {d["name"]: d["status"] for e, d in events if e == "step"}
-    assert [status[n] for n in ("Context Builder", "Writer", "Citation Verifier")] == ["skipped"] * 3
+    assert [status[n] for n in (Step.CONTEXT, Step.WRITE, Step.VERIFY)] == ["skipped"] * 3
     assert events[-2][1]["citations"] == [] and events[-2][1]["evidence"] == []
     finish = events[-1][1]
     assert finish["refused"] is True and "gate score" in finish["refusal_reason"]
+    assert finish["refusals"][0]["code"] == "low_gate"
+    assert "; ".join(r["message"] for r in finish["refusals"]) == finish["refusal_reason"]
     run = e5_api.get(f"/api/runs/{finish['run_id']}").json()
     assert run["refused"] is True and run["frame"]["refusal_reason"] == finish["refusal_reason"]
 
@@ -318,19 +321,21 @@ def test_stream_writer_failure_finishes_refused(open_hash: Callable[..., Library
     events = sse(api.post("/api/ask/stream", json={"question": question}).text)
     # the LLM router fails too and falls back to the rules (a warning), then the writer fails
     assert shape(events) == [
-        *(f"step:{n}" for n in (*RETRIEVAL, "Context Builder")),
+        *(f"step:{n}" for n in (*RETRIEVAL, Step.CONTEXT)),
         "context_built",
-        *(f"step:{n}" for n in ("Writer", "Citation Verifier", "Run Summary")),
+        *(f"step:{n}" for n in (Step.WRITE, Step.VERIFY, Step.SUMMARY)),
         "citations",
         "finish",
     ]
     status = {d["name"]: (d["status"], d["output_summary"]) for e, d in events if e == "step"}
-    assert status["Intent Router"][0] == "warning"
-    assert status["Writer"][0] == "error" and status["Writer"][1].startswith("failed: ")
-    assert status["Citation Verifier"] == ("skipped", "the writer failed")
+    assert status[Step.ROUTE][0] == "warning"
+    assert status[Step.WRITE][0] == "error" and status[Step.WRITE][1].startswith("failed: ")
+    assert status[Step.VERIFY] == ("skipped", "the writer failed")
     finish = events[-1][1]
     assert finish["refused"] is True
     assert finish["refusal_reason"].startswith("the writer failed (LLM request failed after 1 attempts")
+    assert [r["code"] for r in finish["refusals"]] == ["writer_failed"]
+    assert finish["refusals"][0]["message"] == finish["refusal_reason"]
     assert events[-2][1]["citations"] == []
     assert "Traceback" not in json.dumps(events)
     run = api.get(f"/api/runs/{finish['run_id']}").json()
@@ -404,7 +409,7 @@ def test_client_disconnect_stops_the_run(open_hash: Callable[..., Library], chat
         chat.writer.after_first_delta = None
         r = client.post("/api/ask/stream", json={"question": "How is the index rebuilt? (complete)"})
         events = sse(r.text)
-        assert shape(events)[-3:] == ["step:Run Summary", "citations", "finish"], shape(events)
+        assert shape(events)[-3:] == [f"step:{Step.SUMMARY}", "citations", "finish"], shape(events)
         assert "".join(d["delta"] for e, d in events if e == "token") == chat.writer.reply
         assert client.get(f"/api/runs/{events[-1][1]['run_id']}").status_code == 200
 

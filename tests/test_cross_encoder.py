@@ -24,6 +24,7 @@ from sunlib import Library
 from sunlib.contracts import Citation, Hit
 from sunlib.errors import ConfigError
 from sunlib.providers.rerankers.cross_encoder import CrossEncoderReranker
+from sunlib.steps import Step
 from sunlib.text import TermWeights
 
 MAGIC = "xylophone"
@@ -232,7 +233,7 @@ def test_reranker_through_settings(vault: Path, model_dir: Path) -> None:
     finally:
         lib.close()
 
-    (rerank,) = [s for s in result.trace.steps if s.name == "Reranking"]
+    (rerank,) = [s for s in result.trace.steps if s.name == Step.RERANK]
     assert rerank.status == "ok"
     assert rerank.details["reranker"] == "cross-encoder"
     assert "cross-encoder" in rerank.input_summary
@@ -243,7 +244,7 @@ def test_reranker_through_settings(vault: Path, model_dir: Path) -> None:
     assert top[0]["logit"] > 4.0 and 0.98 < top[0]["probability"] <= 1.0
     assert all(t["logit"] < top[0]["logit"] for t in top[1:])
     assert [t["rank"] for t in top] == list(range(1, len(top) + 1))
-    (select,) = [s for s in result.trace.steps if s.name == "Selection/Refusal"]
+    (select,) = [s for s in result.trace.steps if s.name == Step.SELECT]
     assert select.details["selected"][0] == magic[0].chunk_id
 
 

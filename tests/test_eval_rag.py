@@ -22,6 +22,7 @@ from sunlib.answer.select import gate_key
 from sunlib.errors import DatasetError
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.evaluate.qa import TYPES
+from sunlib.steps import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 QA_DIR = ROOT / "src" / "sunlib" / "qa"
@@ -285,7 +286,7 @@ def selection_details(vault: Path, question: str, *extra: str) -> dict[str, Any]
     r = sunlib("ask", question, "--vault", str(vault), "--json", "--explain", *extra, env=HASH)
     assert r.returncode in (0, 2), r.stderr
     steps = json.loads(r.stdout)["trace"]["steps"]
-    return next(s["details"] for s in steps if s["name"] == "Selection/Refusal")
+    return next(s["details"] for s in steps if s["name"] == Step.SELECT)
 
 
 QUESTION = "What exit status does sunlib return when I interrupt it with Ctrl-C?"
@@ -300,7 +301,7 @@ def test_calibrate_stores_the_gate_and_ask_uses_it(vault: Path, mode: str) -> No
         assert lib.store.get_meta(key) is None
     assert key == ("gate:bm25" if mode == "bm25" else "gate:hash:hash-256:256:structure-v1:500:0.15")
     before = selection_details(vault, QUESTION, "--mode", mode)
-    assert before["gate_source"].startswith("settings")
+    assert before["gate_source"].startswith("profile e5")  # the hash space has no profile of its own
 
     r = sunlib("eval", "calibrate", str(CALIBRATION_QA), "--vault", str(vault), "--mode", mode, "--json", env=HASH)
     assert r.returncode == 0, r.stderr
@@ -359,7 +360,7 @@ def test_ask_cli_answers_refuses_and_keeps_runs(vault: Path) -> None:
     shown = sunlib("runs", "show", answered.group(1), *at, env=HASH)
     assert shown.returncode == 0, shown.stderr
     assert QUESTION in shown.stdout and f"run chain {answered.group(1)}" in shown.stdout
-    for step in ("Intent Router", "BM25 Retrieval", "Reranking", "Selection/Refusal", "Writer", "Run Summary"):
+    for step in (Step.ROUTE, Step.BM25, Step.RERANK, Step.SELECT, Step.WRITE, Step.SUMMARY):
         assert step in shown.stdout, step
     r = sunlib("runs", "show", "run_0000000000000000", *at, env=HASH)
     assert r.returncode == 1
@@ -388,5 +389,7 @@ def test_ask_cli_answers_refuses_and_keeps_runs(vault: Path) -> None:
     frame = json.loads(r.stdout)
     assert frame["refused"] is True and frame["citations"] == [] and frame["evidence"] == []
     assert frame["refusal_reason"].startswith("gate score")
+    assert frame["refusals"][0]["code"] == "low_gate" and frame["refusals"][0]["params"]["threshold"] == 1.0
+    assert "; ".join(r["message"] for r in frame["refusals"]) == frame["refusal_reason"]
     listing = json.loads(sunlib("runs", "list", *at, "--json", env=HASH).stdout)
     assert next(x for x in listing if x["run_id"] == refused_run.group(1))["refused"] is True

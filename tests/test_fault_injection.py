@@ -30,6 +30,7 @@ from sunlib.evaluate import QACase, load_qa
 from sunlib.ingest import FixedChunker, StructureChunker, make_chunker
 from sunlib.providers import Embedder, create_embedder, register_embedder
 from sunlib.providers.embedders.hashing import HashEmbedder
+from sunlib.steps import Step
 from sunlib.store import Space
 
 # the chunker tests' own definition of "ends at a sentence or block end"
@@ -49,7 +50,7 @@ def _has_phrase(text: str, phrases: Sequence[str]) -> bool:
 
 
 def _selection(result) -> dict:  # type: ignore[no-untyped-def]
-    return next(s.details for s in result.trace.steps if s.name == "Selection/Refusal")
+    return next(s.details for s in result.trace.steps if s.name == Step.SELECT)
 
 
 # -- 1. ACL applied after the KNN ------------------------------------------------------------------

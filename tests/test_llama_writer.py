@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sunlib import Library
+from sunlib.steps import Step
 
 pytestmark = pytest.mark.llama
 
@@ -35,11 +36,11 @@ def test_local_model_generates_and_the_verifier_decides(vault: Path) -> None:
     lib.index()
     tokens: list[str] = []
     result = lib.ask("What does sunlib store in one SQLite file?", on_token=tokens.append)
-    writer = next(s for s in result.trace.steps if s.name == "Writer")
+    writer = next(s for s in result.trace.steps if s.name == Step.WRITE)
     assert writer.status == "ok"
     assert writer.details["writer"] == "llama-cpp" and writer.details["model"] == gguf.name
     assert tokens and "".join(tokens) == writer.details["draft"]  # generation ran and streamed
-    verifier = next(s for s in result.trace.steps if s.name == "Citation Verifier")
+    verifier = next(s for s in result.trace.steps if s.name == Step.VERIFY)
     assert verifier.status in ("ok", "warning")
     # whatever a 135M model writes, only verified sentences count: a draft with none is a refusal
     if not any(s["supported"] for s in verifier.details["sentences"]):

@@ -22,13 +22,14 @@ import pytest
 from llm_server import ChatServer, sources, start, system_message, user_message
 from sunlib import Library
 from sunlib.answer.context import Budget, build_context
-from sunlib.answer.pipeline import CONFIDENCE_NOTES
 from sunlib.answer.router import DIRECT_REPLY, ROUTER_PROMPT
+from sunlib.answer.stages import CONFIDENCE_NOTES
 from sunlib.config import load_settings
 from sunlib.contracts import AskResult, Evidence, StepTrace, to_jsonable
 from sunlib.errors import MissingCredentials
 from sunlib.providers.registry import create_writer
 from sunlib.providers.writers.llm import SYSTEM_PROMPT
+from sunlib.steps import Step
 from sunlib.text.refs import REF
 
 QUESTION = "When does the quokka festival in Vellington open?"
@@ -50,7 +51,7 @@ OTTER_NOTE = f"# Otter regatta\n\n{OTTER_SENTENCE}\n"
 INVENTED = "Dragons guard the copper mines beneath Zanzibar every single winter."
 FAKE_ID = "chk_0123456789abcdef"
 SECRET = "sk-test-secret-7f3a9c"
-RETRIEVAL = ("BM25 Retrieval", "Dense Retrieval", "Hybrid Fusion", "Reranking", "Selection/Refusal")
+RETRIEVAL = (Step.BM25, Step.DENSE, Step.FUSION, Step.RERANK, Step.SELECT)
 
 
 # -- fixtures and helpers ------------------------------------------------------------------
@@ -119,16 +120,16 @@ def assert_clean_writer_failure(result: AskResult, *fragments: str) -> None:
         assert fragment in frame.refusal_reason
     assert frame.answer == f"I can't answer this from your notes: {frame.refusal_reason}."
     assert frame.citations == () and frame.evidence == ()
-    writer = step(result, "Writer")
+    writer = step(result, Step.WRITE)
     assert writer.status == "error"
     assert writer.output_summary.startswith("failed: ")
     assert writer.details["writer"] == "openai" and writer.details["model"] == "test-model"
-    verifier = step(result, "Citation Verifier")
+    verifier = step(result, Step.VERIFY)
     assert verifier.status == "skipped" and verifier.output_summary == "the writer failed"
-    assert step(result, "Context Builder").status == "ok"
-    summary = step(result, "Run Summary")
+    assert step(result, Step.CONTEXT).status == "ok"
+    summary = step(result, Step.SUMMARY)
     assert summary.details["refused"] is True and summary.details["tokens_out"] == 0
-    assert [s.name for s in result.trace.steps][-1] == "Run Summary"
+    assert [s.name for s in result.trace.steps][-1] == Step.SUMMARY
 
 
 # -- 1, 2: streaming and plain ---------------------------------------------------------------
@@ -157,12 +158,12 @@ def test_streaming_deltas_reach_on_token_in_order(server: ChatServer, open_lib: 
     frame = result.frame
     assert frame.refused is False
     assert "".join(deltas) == frame.answer == expected
-    writer = step(result, "Writer")
+    writer = step(result, Step.WRITE)
     assert writer.status == "ok"
     assert writer.details["streamed"] is True
     assert writer.details["tokens_in"] == 321 and writer.details["tokens_out"] == 17
     assert writer.details["draft"] == expected
-    summary = step(result, "Run Summary")
+    summary = step(result, Step.SUMMARY)
     assert summary.details["tokens_in"] == 321 and summary.details["tokens_out"] == 17
 
 
@@ -181,7 +182,7 @@ def test_plain_completion_gives_the_same_text(server: ChatServer, open_lib: Call
     assert deltas == []
     assert result.frame.refused is False
     assert result.frame.answer == grounded(body)
-    writer = step(result, "Writer")
+    writer = step(result, Step.WRITE)
     assert writer.details["streamed"] is False
     assert (writer.details["tokens_in"], writer.details["tokens_out"]) == (99, 12)
 
@@ -211,7 +212,7 @@ def test_cited_copy_of_a_context_chunk_is_verified(
     (sentence,) = frame.sentences
     assert sentence.supported is True and sentence.refs == (cited,) and sentence.overlap == 1.0
     assert sentence.rejected_refs == () and frame.unsupported == 0
-    verifier = step(result, "Citation Verifier")
+    verifier = step(result, Step.VERIFY)
     assert verifier.status == "ok"
     assert verifier.details["rejected_refs"] == []
     assert verifier.details["sentences"][0]["supported"] is True
@@ -241,7 +242,7 @@ def test_refs_outside_the_context_are_rejected(server: ChatServer, open_lib: Cal
     # a ref to a context chunk does not make an invented sentence true
     assert frame.sentences[3].refs != () and frame.sentences[3].overlap < frame.sentences[3].threshold
     assert {c.chunk_id for c in frame.citations} == {frame.sentences[0].refs[0]}
-    verifier = step(result, "Citation Verifier")
+    verifier = step(result, Step.VERIFY)
     assert verifier.status == "warning"
     assert verifier.details["rejected_refs"] == [otter.chunk_id, FAKE_ID]
     assert "1 supported, 3 unsupported" in verifier.output_summary and "2 refs rejected" in verifier.output_summary
@@ -256,11 +257,11 @@ def test_no_supported_sentence_is_refused(server: ChatServer, open_lib: Callable
     assert frame.refusal_reason is not None and "0 verified spans" in frame.refusal_reason
     assert frame.refusal_reason.startswith("no sentence of the draft is supported by the evidence")
     assert frame.citations == () and frame.evidence == ()
-    verifier = step(result, "Citation Verifier")
+    verifier = step(result, Step.VERIFY)
     assert verifier.status == "warning"
     assert verifier.details["rejected_refs"] == [FAKE_ID]
     assert [s["supported"] for s in verifier.details["sentences"]] == [False, False]
-    assert step(result, "Writer").status == "ok"
+    assert step(result, Step.WRITE).status == "ok"
 
 
 # -- 5: failures become clean refusals ------------------------------------------------------------
@@ -279,7 +280,7 @@ def test_retryable_status_then_success(
     assert server.bodies("writer")[0] == server.bodies("writer")[1]
     assert result.frame.refused is False
     assert result.frame.answer == grounded(server.bodies("writer")[1])
-    assert step(result, "Writer").details["streamed"] is streamed
+    assert step(result, Step.WRITE).details["streamed"] is streamed
 
 
 @pytest.mark.parametrize("streamed", [True, False])
@@ -295,13 +296,13 @@ def test_server_error_forever_is_a_clean_refusal(
     assert_clean_writer_failure(result, "after 2 attempts", "HTTP 500", "scripted failure 500 (request 2)")
     names = [s.name for s in result.trace.steps]
     assert seen == names  # listeners (SSE, the UI's run chain) see the steps in the trace's order
-    assert names[-4:] == ["Context Builder", "Writer", "Citation Verifier", "Run Summary"]
+    assert names[-4:] == [Step.CONTEXT, Step.WRITE, Step.VERIFY, Step.SUMMARY]
     saved = lib.store.get_run(result.trace.run_id, ["public"])
     assert saved is not None
     assert [(s["name"], s["status"]) for s in saved["trace"]["steps"]][-3:] == [
-        ("Writer", "error"),
-        ("Citation Verifier", "skipped"),
-        ("Run Summary", "ok"),
+        (Step.WRITE, "error"),
+        (Step.VERIFY, "skipped"),
+        (Step.SUMMARY, "ok"),
     ]
 
 
@@ -511,8 +512,8 @@ def test_note_text_cannot_instruct_the_model(server: ChatServer, open_lib: Calla
         # the echoed prompt is no grounded answer, and the forged ref is no citation
         frame = result.frame
         assert frame.refused is True and "0 verified spans" in (frame.refusal_reason or "")
-        assert step(result, "Citation Verifier").details["rejected_refs"] == []
-        assert step(result, "Writer").details["draft"] == user
+        assert step(result, Step.VERIFY).details["rejected_refs"] == []
+        assert step(result, Step.WRITE).details["draft"] == user
     assert fences[0] != fences[1]  # a fresh marker every run
 
 
@@ -559,12 +560,12 @@ def test_llm_router_direct_skips_retrieval(server: ChatServer, open_lib: Callabl
     frame = result.frame
     assert frame.route == "direct" and frame.refused is False
     assert frame.answer == DIRECT_REPLY["en"] and frame.evidence == ()
-    router = step(result, "Intent Router")
+    router = step(result, Step.ROUTE)
     assert router.status == "ok"
     assert router.details["router"] == "llm" and router.details["route"] == "direct"
     assert router.details["reason"] == "greeting" and router.details["confidence"] == 0.9
     assert router.details["fallback"] is None and result.trace.warnings == ()
-    for name in (*RETRIEVAL, "Context Builder", "Writer", "Citation Verifier"):
+    for name in (*RETRIEVAL, Step.CONTEXT, Step.WRITE, Step.VERIFY):
         assert step(result, name).status == "skipped", name
 
 
@@ -573,7 +574,7 @@ def test_llm_router_rag_goes_on_to_the_writer(server: ChatServer, open_lib: Call
     result = open_lib(answer={"router": "llm"}).ask(QUESTION)
 
     assert len(server.bodies("router")) == 1 and len(server.bodies("writer")) == 1
-    assert step(result, "Intent Router").details["router"] == "llm"
+    assert step(result, Step.ROUTE).details["router"] == "llm"
     assert result.frame.route == "rag" and result.frame.refused is False
 
 
@@ -592,7 +593,7 @@ def test_llm_router_bad_reply_falls_back_to_rules(
     server.writer.reply = grounded
     result = open_lib(answer={"router": "auto"}).ask(QUESTION)
 
-    router = step(result, "Intent Router")
+    router = step(result, Step.ROUTE)
     assert router.status == "warning"
     assert router.details["router"] == "rules (llm fallback)" and router.details["route"] == "rag"
     fallback = router.details["fallback"]
@@ -607,7 +608,7 @@ def test_llm_router_server_error_falls_back_to_rules(server: ChatServer, open_li
     result = open_lib(answer={"router": "auto"}).ask("hello!")
 
     assert len(server.bodies("router")) == 2 and server.bodies("writer") == []
-    router = step(result, "Intent Router")
+    router = step(result, Step.ROUTE)
     assert router.status == "warning"
     assert router.details["router"] == "rules (llm fallback)"
     assert "HTTP 500" in router.details["fallback"]
@@ -618,7 +619,7 @@ def test_llm_router_server_error_falls_back_to_rules(server: ChatServer, open_li
 def test_rules_router_makes_no_router_call(server: ChatServer, open_lib: Callable[..., Library]) -> None:
     result = open_lib(answer={"router": "rules"}).ask("hello")
     assert server.requests == []
-    assert step(result, "Intent Router").details["router"] == "rules"
+    assert step(result, Step.ROUTE).details["router"] == "rules"
     assert result.frame.route == "direct"
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from sunlib import Library
 from sunlib.indexing import rescore_space
+from sunlib.steps import Step
 
 QUESTION = "How does the structure-aware chunker split long sections?"
 
@@ -34,7 +35,7 @@ def test_fused_scores_follow_the_formula(vault: Path) -> None:
     with _library(vault, rescore_weight=0.5) as lib:
         lib.index()
         result = lib.ask(QUESTION, save=False)
-        step = next(s for s in result.trace.steps if s.name == "Reranking")
+        step = next(s for s in result.trace.steps if s.name == Step.RERANK)
         assert step.details["reranker"] == "fusion"
         top = step.details["top"]
         assert all(t["second_cosine"] is not None and t["space"].startswith("counting:") for t in top)
@@ -57,7 +58,7 @@ def test_missing_second_vectors_keep_the_first_stage_order(vault: Path) -> None:
         plain.index()  # no second space
     with _library(vault) as lib:
         result = lib.ask(QUESTION, save=False)
-        top = next(s for s in result.trace.steps if s.name == "Reranking").details["top"]
+        top = next(s for s in result.trace.steps if s.name == Step.RERANK).details["top"]
         assert all(t["second_cosine"] is None for t in top)
         assert [t["fused_rank"] for t in top] == sorted(t["fused_rank"] for t in top)
 

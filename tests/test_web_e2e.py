@@ -31,7 +31,10 @@ from llm_server import sources as llm_sources
 from llm_server import start as start_llm
 from llm_server import user_message as llm_user_message
 from sunlib import Library
+from sunlib.answer import build_asker
+from sunlib.answer.stages import Round
 from sunlib.server.app import WEB_DIR, create_app
+from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 
 CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else shutil.which("chromium")
 if CHROMIUM is None:
@@ -40,18 +43,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 VIEWPORT = {"width": 1280, "height": 800}
-STEPS = [
-    "Intent Router",
-    "BM25 Retrieval",
-    "Dense Retrieval",
-    "Hybrid Fusion",
-    "Reranking",
-    "Selection/Refusal",
-    "Context Builder",
-    "Writer",
-    "Citation Verifier",
-    "Run Summary",
-]
+STEPS = list(ASK_STEPS)  # the default run chain, from the registry
 CITED_Q = "What is the SUNLIB_HOME environment variable used for?"
 REFUSED_Q = "Which port does the sunlib web server listen on?"
 TIMEOUT_MS = 30_000
@@ -226,7 +218,7 @@ def test_cited_answer_opens_the_cited_span_and_shows_the_run_chain(e5_server: st
     cards = page.locator("#chain-steps .step-card")
     cards.nth(len(STEPS) - 1).wait_for()
     assert [cards.nth(i).get_attribute("data-step") for i in range(cards.count())] == STEPS
-    gate = page.locator(".step-card[data-step='Selection/Refusal']")
+    gate = page.locator(f".step-card[data-step='{Step.SELECT}']")
     gate.locator("summary").first.click()
     assert gate.locator("details").first.get_attribute("open") is not None
     details = gate.locator(".step-body").inner_text()
@@ -356,6 +348,52 @@ def test_note_html_and_script_render_as_text(injection_server: str, page: Any) -
     assert page.locator("img, script:not([src])").count() == 0
 
 
+@pytest.fixture(scope="module")
+def nested_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The tiny vault, its retrieval, reranking and selection run as round 1 of the real pipeline."""
+    lib = Library.open(
+        tiny_vault(tmp_path_factory.mktemp("web_nested")), embedding={"provider": "hash"}, answer=OPEN_GATE
+    )
+    lib.index()
+    asker = build_asker(lib)
+    route, retrieve, rerank, select, *rest = asker.stages
+    asker.stages = (route, Round(1, (retrieve, rerank, select)), *rest)
+    lib._asker = asker
+    try:
+        with serve(lib) as url:
+            yield url
+    finally:
+        lib.close()
+
+
+def test_a_round_nests_in_the_run_chain(nested_server: str, page: Any) -> None:
+    top = [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.WRITE, Step.VERIFY, Step.SUMMARY]
+    inside = [*RETRIEVAL_STEPS, Step.RERANK, Step.SELECT]
+
+    def chain() -> tuple[list[str | None], list[str | None]]:
+        outer = page.locator("#chain-steps > .step-card")
+        inner = page.locator(f"#chain-steps > .step-card[data-step='{Step.ROUND}'] > ol.step-children > .step-card")
+        return (
+            [outer.nth(i).get_attribute("data-step") for i in range(outer.count())],
+            [inner.nth(i).get_attribute("data-step") for i in range(inner.count())],
+        )
+
+    question = "What does the marshmallow recipe need?"
+    page.goto(nested_server + "/")
+    assert ask(page, question) == "answered", page.inner_text("#answer")  # streamed: the round ends after its steps
+    assert chain() == (top, inside)
+    assert page.locator("#chain-steps .step-card.pending").count() == 0
+    round_name = page.locator(f"#chain-steps > .step-card[data-step='{Step.ROUND}'] .step-name").first.text_content()
+    assert round_name == f"{Step.ROUND} 1"
+    assert page.text_content("#chain-count") == f"({len(top) + len(inside)} steps)"
+
+    page.reload()  # the saved run: the round comes before its steps
+    page.click("#history > summary")
+    page.locator("#run-list button", has_text=question).first.click()
+    page.wait_for_selector("#answer.answered")
+    assert chain() == (top, inside)
+
+
 def test_index_status_and_rebuild(injection_server: str, page: Any) -> None:
     page.goto(injection_server + "/#index")
     page.wait_for_selector("#index-status table")
@@ -376,3 +414,5 @@ def test_ui_is_three_static_files_that_never_build_html_from_data() -> None:
         assert "@import" not in text and "@font-face" not in text
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert sink not in files["app.js"], sink
+    for step in Step:  # the step names come from GET /api/steps
+        assert f'"{step}"' not in files["app.js"] and f"'{step}'" not in files["app.js"], step

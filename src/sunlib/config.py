@@ -76,9 +76,6 @@ class SearchSettings(BaseModel):
         return [p.strip() for p in v if p.strip()]
 
 
-DEFAULT_GATE = (0.8509, 0.9)  # threshold, cosine weight: all languages, bundled calibration set, e5
-
-
 class GateSetting(BaseModel):
     threshold: float = Field(ge=0.0, le=1.0)
     cosine_weight: float = Field(ge=0.0, le=1.0)
@@ -106,23 +103,17 @@ class AnswerSettings(BaseModel):
     min_score: float = Field(0.05, ge=0.0, le=1.0)
     # Refusal gate. Gate score = (w * top dense cosine + (1 - w) * query-term coverage of the
     # evidence + v * best sentence cosine) / (1 + v), with v the sentence weight (0 unless set);
-    # below the threshold the question is refused. Values calibrated for the active
-    # embedding space (`sunlib eval calibrate`) are stored in the index and win over these.
-    # The defaults were calibrated for the default e5 space on the bundled calibration set
-    # (src/sunlib/qa/sample_vault_calibration.jsonl); recalibrate for another model.
-    # Set either of these for one gate for every language; left unset, a question's language
-    # picks its gate from gate_languages (e5 scores Chinese pairs higher than English ones),
-    # and other languages (or any question when sentence_model = "none" and its language's
-    # gate has a sentence weight) get threshold 0.8509 with cosine weight 0.9.
+    # below the threshold the question is refused. Left unset (None), each comes from the
+    # embedding provider's gate profile (answer/gate.py: the numbers calibrated for e5 on the
+    # bundled calibration set, src/sunlib/qa/sample_vault_calibration.jsonl); values calibrated
+    # for the active embedding space (`sunlib eval calibrate`) are stored in the index and win
+    # over both. Set gate_threshold or gate_cosine_weight for one gate for every language; left
+    # unset, a question's language picks its gate from gate_languages (or the profile's), and
+    # other languages get the profile's overall gate.
     gate_threshold: float | None = Field(None, ge=0.0, le=1.0)
     gate_cosine_weight: float | None = Field(None, ge=0.0, le=1.0)
-    gate_languages: dict[str, GateSetting] = Field(
-        default_factory=lambda: {
-            "en": GateSetting(threshold=0.8489, cosine_weight=0.95),
-            "zh": GateSetting(threshold=0.6436, cosine_weight=0.95, sentence_weight=1.0),
-        }
-    )
-    gate_threshold_bm25: float = Field(0.4741, ge=0.0, le=1.0)  # when no dense score exists
+    gate_languages: dict[str, GateSetting] | None = None
+    gate_threshold_bm25: float | None = Field(None, ge=0.0, le=1.0)  # when no dense score exists
     # Refuse when the selected evidence never mentions a name the question uses (an option,
     # an identifier, a product such as `HNSW` or `macOS`) ...
     check_names: bool = True
@@ -140,14 +131,6 @@ class AnswerSettings(BaseModel):
     context_max_tokens: int = Field(2500, ge=100)
     max_sentences: int = Field(4, ge=1, le=20)  # extractive writer
     save_runs: bool = True
-
-    def dense_gate(self, lang: str | None) -> tuple[GateSetting, str]:
-        """The gate for a question in ``lang`` (None: the one for all languages) and where it comes from."""
-        if self.gate_threshold is None and self.gate_cosine_weight is None and lang in self.gate_languages:
-            return self.gate_languages[lang], f"settings for {lang} questions"
-        threshold = DEFAULT_GATE[0] if self.gate_threshold is None else self.gate_threshold
-        weight = DEFAULT_GATE[1] if self.gate_cosine_weight is None else self.gate_cosine_weight
-        return GateSetting(threshold=threshold, cosine_weight=weight), "settings"
 
 
 class LLMSettings(BaseModel):

@@ -13,9 +13,15 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
 
 from .text.terms import TermWeights
+
+if TYPE_CHECKING:  # the answer stages' records, carried by AskResult
+    from .answer.citations import Verification
+    from .answer.gate import GateDecision, GateSignals
+    from .answer.select import Selection
 
 MODES: tuple[str, ...] = ("bm25", "dense", "hybrid")
 
@@ -104,12 +110,38 @@ class Hit:
 
 @dataclass(frozen=True)
 class StepTrace:
+    """One step (span) of a run. ``span_id`` is unique in its run; ``parent_id`` names the span it
+    ran inside (None at the top); ``iteration`` is the round of a multi-round run (0: not in a round).
+    ``details`` is a read-only mapping."""
+
     name: str
     status: Literal["ok", "skipped", "error", "warning"]
     latency_ms: float
     input_summary: str
     output_summary: str
     details: Mapping[str, Any] = field(default_factory=dict)
+    span_id: str = ""
+    parent_id: str | None = None
+    iteration: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.details, MappingProxyType):
+            object.__setattr__(self, "details", MappingProxyType(dict(self.details)))
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], position: int = 1) -> StepTrace:
+        """A step from its JSON form; a step saved before spans existed gets ``s<position>``."""
+        return cls(
+            name=str(data["name"]),
+            status=data["status"],
+            latency_ms=float(data.get("latency_ms") or 0.0),
+            input_summary=str(data.get("input_summary") or ""),
+            output_summary=str(data.get("output_summary") or ""),
+            details=dict(data.get("details") or {}),
+            span_id=str(data.get("span_id") or f"s{position}"),
+            parent_id=data.get("parent_id"),
+            iteration=int(data.get("iteration") or 0),
+        )
 
 
 @dataclass(frozen=True)
@@ -119,6 +151,24 @@ class RunTrace:
     steps: tuple[StepTrace, ...]
     total_ms: float
     warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunTrace:
+        """The trace ``to_jsonable`` wrote (a saved run's ``trace``): ``from_json(to_jsonable(t)) == t``."""
+        return cls(
+            run_id=str(data["run_id"]),
+            kind=str(data.get("kind") or "ask"),
+            steps=tuple(StepTrace.from_json(s, i) for i, s in enumerate(data.get("steps") or (), 1)),
+            total_ms=float(data.get("total_ms") or 0.0),
+            warnings=tuple(str(w) for w in data.get("warnings") or ()),
+        )
+
+    def children(self, span_id: str | None) -> tuple[StepTrace, ...]:
+        """The steps that ran directly inside ``span_id`` (None: the top-level steps), in order."""
+        known = {s.span_id for s in self.steps}
+        if span_id is None:
+            return tuple(s for s in self.steps if s.parent_id is None or s.parent_id not in known)
+        return tuple(s for s in self.steps if s.parent_id == span_id)
 
 
 @dataclass(frozen=True)
@@ -257,12 +307,39 @@ class AnswerFrame:
     sentences: tuple[AnswerSentence, ...] = ()
     unsupported: int = 0
     version: int = 1
+    refusals: tuple[Refusal, ...] = ()  # one per reason of a refusal; refusal_reason joins their messages
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One reason to refuse: a code from ``answer.refusals.CODES``, its parameters, and the sentence
+    users read (rendered from the two)."""
+
+    code: str
+    params: Mapping[str, Any]
+    message: str
 
 
 @dataclass(frozen=True)
 class AskResult:
+    """The answer frame and the run trace, with the typed outputs of the stages that ran
+    (None for a stage that did not run, e.g. everything after the router on a direct reply)."""
+
     frame: AnswerFrame
     trace: RunTrace
+    route: RouteDecision | None = None
+    selection: Selection | None = None
+    verification: Verification | None = None
+
+    @property
+    def gate(self) -> GateDecision | None:
+        """The refusal gate's decision (its score, threshold and reasons)."""
+        return self.selection.decision if self.selection is not None else None
+
+    @property
+    def signals(self) -> GateSignals | None:
+        """What the gate decided on: top cosine, coverage, sentence cosine, missing terms and names."""
+        return self.selection.signals if self.selection is not None else None
 
     @property
     def run_id(self) -> str:

@@ -165,9 +165,9 @@ class Library:
     def asker(self) -> Asker:
         """The ask pipeline (writer, reranker and router created once)."""
         if self._asker is None:
-            from .answer import Asker
+            from .answer import build_asker
 
-            self._asker = Asker(self)
+            self._asker = build_asker(self)
         return self._asker
 
     def ask(

@@ -1,10 +1,17 @@
 """The one step recorder every stage runs through.
 
-A stage runs inside ``with tracer.step("BM25 Retrieval", input_summary) as step:``
-and reports with ``step.done(output_summary, **details)``. The tracer times it,
-catches the status (an exception marks the step ``error`` and propagates), and
-keeps the record. The CLI's ``--explain``, the HTTP SSE events and the UI's run
-chain are all rendered from these records; listeners see each step as it ends.
+A stage runs inside ``with tracer.step(Step.BM25, input_summary) as step:`` and
+reports with ``step.done(output_summary, **details)``. The tracer times it, catches
+the status (an exception marks the step ``error`` and propagates), and keeps the
+record. The CLI's ``--explain``, the HTTP SSE events and the UI's run chain are all
+rendered from these records; listeners see each step as it ends.
+
+Spans nest: a step opened while another is open is its child (``parent_id``), and
+inherits its ``iteration`` unless given one. A multi-round run opens one
+``Step.ROUND`` span per round (``iteration`` 1, 2, ...) and runs that round's steps
+inside it. ``RunTrace.steps`` lists the steps in the order they started, so a parent
+comes before its children; a single-shot ask has no nesting and iteration 0. A
+step's ``details`` are read-only once it has ended.
 """
 
 from __future__ import annotations
@@ -22,14 +29,20 @@ Listener = Callable[[StepTrace], None]
 
 
 class StepRecorder:
-    def __init__(self, name: str, input_summary: str) -> None:
+    def __init__(self, name: str, input_summary: str, span_id: str, parent_id: str | None, iteration: int) -> None:
         self.name = name
         self.input_summary = input_summary
+        self.span_id = span_id
+        self.parent_id = parent_id
+        self.iteration = iteration
         self.output_summary = ""
         self.status: Status = "ok"
         self.details: dict[str, Any] = {}
+        self.ended = False
 
     def done(self, output_summary: str, status: Status = "ok", **details: Any) -> None:
+        if self.ended:
+            raise RuntimeError(f"step {self.name!r} has ended; its record is read-only")
         self.output_summary = output_summary
         self.status = status
         self.details.update(details)
@@ -42,14 +55,39 @@ class Tracer:
     def __init__(self, kind: str, listener: Listener | None = None, run_id: str | None = None) -> None:
         self.kind = kind
         self.run_id = run_id or f"run_{uuid.uuid4().hex[:16]}"
-        self.steps: list[StepTrace] = []
         self.warnings: list[str] = []
         self._listener = listener
+        self._open: list[StepRecorder] = []  # the spans open now, innermost last
+        self._order: list[str] = []  # span ids in the order their steps started
+        self._done: dict[str, StepTrace] = {}
         self.started = time.perf_counter()
 
+    @property
+    def steps(self) -> list[StepTrace]:
+        """The steps that have ended, in the order they started."""
+        return [self._done[s] for s in self._order if s in self._done]
+
+    def mark(self) -> int:
+        """A position in the run: ``since(mark)`` lists the steps started after it."""
+        return len(self._order)
+
+    def since(self, mark: int) -> list[StepTrace]:
+        return [self._done[s] for s in self._order[mark:] if s in self._done]
+
     @contextmanager
-    def step(self, name: str, input_summary: str = "") -> Iterator[StepRecorder]:
-        rec = StepRecorder(name, input_summary)
+    def step(self, name: str, input_summary: str = "", iteration: int | None = None) -> Iterator[StepRecorder]:
+        parent = self._open[-1] if self._open else None
+        span_id = f"s{len(self._order) + 1}"
+        inherited = parent.iteration if parent is not None else 0
+        rec = StepRecorder(
+            name,
+            input_summary,
+            span_id,
+            parent.span_id if parent is not None else None,
+            inherited if iteration is None else iteration,
+        )
+        self._order.append(span_id)
+        self._open.append(rec)
         t0 = time.perf_counter()
         try:
             yield rec
@@ -57,7 +95,14 @@ class Tracer:
             rec.done(f"{type(exc).__name__}: {exc}", status="error")
             raise
         finally:
+            self._open.remove(rec)
+            rec.ended = True
             self._record(rec, (time.perf_counter() - t0) * 1000.0)
+
+    def skipped(self, name: str, reason: str) -> None:
+        """Record ``name`` as a step that did not run, and why."""
+        with self.step(name) as rec:
+            rec.skip(reason)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -71,8 +116,11 @@ class Tracer:
             input_summary=rec.input_summary,
             output_summary=rec.output_summary,
             details=dict(rec.details),
+            span_id=rec.span_id,
+            parent_id=rec.parent_id,
+            iteration=rec.iteration,
         )
-        self.steps.append(step)
+        self._done[rec.span_id] = step
         if self._listener is not None:
             self._listener(step)
 

@@ -1,5 +1,5 @@
-"""Answering: route, rerank, select + refuse, build context, write, cite + verify."""
+"""Answering: route, retrieve, rerank, select + refuse, build context, write, cite + verify."""
 
-from .pipeline import Asker
+from .pipeline import Asker, build_asker
 
-__all__ = ["Asker"]
+__all__ = ["Asker", "build_asker"]

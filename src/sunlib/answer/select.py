@@ -13,7 +13,9 @@
   Without a dense route the gate is coverage alone, against its own threshold.
   Thresholds are per embedding space, and within it per question language when the
   calibration set had enough questions in that language: calibrated ones stored in
-  the index win over the configured defaults.
+  the index win over settings, and settings over the space's profile. Selection
+  measures the signals (``GateSignals``); the decision is the gate's (``answer.gate``),
+  with one ``Refusal`` (code, parameters, message) per reason.
 * Two checks that no score can replace, each with its own reason: every name the
   question mentions (``HNSW``, ``--as``, ``macOS``; see ``text.terms.names``) must
   appear in the selected evidence, and a question that asks for a duration, a size or
@@ -27,10 +29,8 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -42,56 +42,11 @@ from ..text import TermWeights
 from ..text.sentences import clean_sentence, sentence_spans
 from ..text.terms import fold, names, token_set
 from .expect import Expectation, expected_answer
+from .gate import Gate, GateDecision, GateSignals, RefusalGate, gate_key
+
+__all__ = ["GATE_DEPTH", "Gate", "Selection", "best_sentence_cosine", "evidence_from", "expand", "gate_key", "select"]
 
 GATE_DEPTH = 3  # chunks whose terms count towards coverage and confidence
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A refusal threshold for one kind of evidence score, and where it came from.
-
-    ``score = (w * cosine + (1 - w) * coverage + v * sentence) / (1 + v)`` with w the
-    cosine weight and v the sentence weight. A gate with v > 0 was fitted with the
-    sentence signal; when that signal is missing (``sentence_model = "none"``) its
-    ``fallback``, fitted without it, decides instead."""
-
-    threshold: float
-    cosine_weight: float  # 0 for the lexical-only gate
-    source: str  # "settings" or "calibrated <date> on <n> questions"
-    sentence_weight: float = 0.0
-    fallback: Gate | None = None
-
-    def score(self, cosine: float | None, coverage: float, sentence: float | None) -> float:
-        w = self.cosine_weight if cosine is not None else 0.0
-        v = self.sentence_weight if sentence is not None else 0.0
-        return (w * (cosine or 0.0) + (1 - w) * coverage + v * (sentence or 0.0)) / (1 + v)
-
-    def usable(self, sentence: float | None) -> Gate:
-        """This gate, or the one to use instead when it needs a sentence signal that is missing."""
-        if self.sentence_weight and sentence is None:
-            return self.fallback or replace(self, sentence_weight=0.0)
-        return self
-
-    @classmethod
-    def load(cls, store: SqliteStore, key: str, default: Gate, lang: str | None = None) -> Gate:
-        """The calibrated gate stored under ``key`` (for ``lang`` when it has its own), else ``default``."""
-        raw = store.get_meta(key)
-        if not raw:
-            return default
-        data = json.loads(raw)
-        when = data.get("calibrated_at", "?")
-        overall = cls._from(data, f"calibrated {when} on {data.get('questions', '?')} questions")
-        mine = (data.get("languages") or {}).get(lang) if lang else None
-        if not mine:
-            return overall
-        source = f"calibrated {when} on {mine.get('questions', '?')} {lang} questions"
-        return replace(cls._from(mine, source), fallback=overall)
-
-    @classmethod
-    def _from(cls, data: dict[str, Any], source: str) -> Gate:
-        return cls(
-            float(data["threshold"]), float(data["cosine_weight"]), source, float(data.get("sentence_weight", 0.0))
-        )
 
 
 def best_sentence_cosine(question: str, texts: Sequence[str], model: Embedder) -> float | None:
@@ -105,46 +60,73 @@ def best_sentence_cosine(question: str, texts: Sequence[str], model: Embedder) -
     return float(np.max(model.embed(sentences) @ model.embed_query(question)))
 
 
-def gate_key(space_name: str | None) -> str:
-    """Where a calibrated gate is stored: per embedding space, or ``gate:bm25`` without vectors."""
-    return f"gate:{space_name}" if space_name else "gate:bm25"
-
-
 @dataclass(frozen=True)
 class Selection:
+    """The kept evidence, the signals measured on it, and the gate's decision."""
+
     kept: tuple[Ranked, ...]
     dropped_low: int
     dropped_dupes: int
-    top_cosine: float | None
-    coverage: float
-    sentence_cosine: float | None
-    missing_terms: tuple[str, ...]
-    gate_score: float
-    threshold: float
-    passed: bool
-    gate: Gate
+    signals: GateSignals
+    decision: GateDecision
     confidence: float
-    level: str
-    reason: str | None
-    missing_names: tuple[str, ...] = ()
-    expects: Expectation | None = None
-    expectation_met: bool = True
+    level: str  # high | caution | low
+
+    @property
+    def passed(self) -> bool:
+        return self.decision.passed
+
+    @property
+    def reason(self) -> str | None:
+        return self.decision.reason
+
+    @property
+    def gate(self) -> Gate:
+        return self.decision.gate
+
+    @property
+    def gate_score(self) -> float:
+        return self.decision.score
+
+    @property
+    def threshold(self) -> float:
+        return self.decision.threshold
+
+    @property
+    def top_cosine(self) -> float | None:
+        return self.signals.top_cosine
+
+    @property
+    def coverage(self) -> float:
+        return self.signals.coverage
+
+    @property
+    def sentence_cosine(self) -> float | None:
+        return self.signals.sentence_cosine
+
+    @property
+    def missing_terms(self) -> tuple[str, ...]:
+        return self.signals.missing_terms
+
+    @property
+    def missing_names(self) -> tuple[str, ...]:
+        return self.signals.missing_names
+
+    @property
+    def expects(self) -> Expectation | None:
+        return self.signals.expects
+
+    @property
+    def expectation_met(self) -> bool:
+        return self.signals.expectation_met
 
     @property
     def checks_passed(self) -> bool:
-        """Whether the name and answer-type checks passed (they refuse whatever the gate score)."""
-        return bool(self.kept) and not self.missing_names and self.expectation_met
+        return self.signals.checks_passed
 
 
-def select(
-    question: str,
-    ranked: Sequence[Ranked],
-    weights: TermWeights,
-    dense_gate: Gate,
-    lexical_gate: Gate,
-    settings: AnswerSettings,
-    sentence_model: Callable[[], Embedder] | None = None,
-) -> Selection:
+def _keep(ranked: Sequence[Ranked], settings: AnswerSettings) -> tuple[list[Ranked], int, int]:
+    """Candidates at or above ``min_score``, without repeated texts, at most ``top_k``."""
     kept: list[Ranked] = []
     seen: set[str] = set()
     low = dupes = 0
@@ -159,22 +141,38 @@ def select(
         seen.add(key)
         if len(kept) < settings.top_k:
             kept.append(r)
+    return kept, low, dupes
+
+
+def select(
+    question: str,
+    ranked: Sequence[Ranked],
+    weights: TermWeights,
+    gate: RefusalGate,
+    settings: AnswerSettings,
+    sentence_model: Callable[[], Embedder] | None = None,
+) -> Selection:
+    kept, low, dupes = _keep(ranked, settings)
     head = kept[:GATE_DEPTH]
     coverage, missing = weights.coverage(token_set(r.hit.text for r in head))
     cosines = [r.hit.routes["dense"].score for r in kept if "dense" in r.hit.routes and r.hit.routes["dense"].rank]
-    top_cosine = max(cosines) if cosines else None
     texts = [r.hit.text for r in kept]
-    sentence_cosine = best_sentence_cosine(question, texts, sentence_model()) if sentence_model and kept else None
-    gate = (dense_gate if top_cosine is not None else lexical_gate).usable(sentence_cosine)
-    gate_score = gate.score(top_cosine, coverage, sentence_cosine)
-    threshold = gate.threshold
-    parts = (
-        f"top cosine {top_cosine:.3f}, coverage {coverage:.2f}"
-        if top_cosine is not None
-        else f"coverage {coverage:.2f}, no dense score"
+    evidence_tokens = token_set(fold(r.hit.text) for r in kept)
+    expects = expected_answer(question) if settings.check_answer_type else None
+    signals = GateSignals(
+        kept=len(kept),
+        top_cosine=max(cosines) if cosines else None,
+        coverage=coverage,
+        sentence_cosine=best_sentence_cosine(question, texts, sentence_model()) if sentence_model and kept else None,
+        missing_terms=tuple(missing),
+        missing_names=(
+            tuple(n.text for n in names(question) if not set(n.tokens) <= evidence_tokens)
+            if settings.check_names
+            else ()
+        ),
+        expects=expects,
+        expectation_met=expects is None or expects.met_by(texts),
     )
-    if gate.sentence_weight and sentence_cosine is not None:
-        parts += f", best sentence {sentence_cosine:.3f}"
     per_chunk = [weights.coverage(token_set([r.hit.text]))[0] for r in head]
     confidence = sum(per_chunk) / len(per_chunk) if per_chunk else 0.0
     level = (
@@ -184,44 +182,7 @@ def select(
         if confidence < settings.confidence_caution
         else "high"
     )
-    evidence_tokens = token_set(fold(r.hit.text) for r in kept)
-    missing_names = (
-        tuple(n.text for n in names(question) if not set(n.tokens) <= evidence_tokens) if settings.check_names else ()
-    )
-    expects = expected_answer(question) if settings.check_answer_type else None
-    expectation_met = expects is None or expects.met_by(r.hit.text for r in kept)
-    reasons: list[str] = []
-    if not kept:
-        reasons.append("no passage of the notes visible to you matches the question")
-    else:
-        if gate_score < threshold:
-            absent = f"; not in the evidence: {', '.join(missing[:5])}" if missing else ""
-            reasons.append(f"gate score {gate_score:.3f} < {threshold:.3f} ({parts}){absent}")
-        if missing_names:
-            reasons.append(f"no selected passage mentions {', '.join(missing_names[:5])}")
-        if expects is not None and not expectation_met:
-            reasons.append(f"the question asks for {expects.describe()}, and no selected passage states one")
-    passed = not reasons
-    reason = "; ".join(reasons) or None
-    return Selection(
-        tuple(kept),
-        low,
-        dupes,
-        top_cosine,
-        coverage,
-        sentence_cosine,
-        tuple(missing),
-        gate_score,
-        threshold,
-        passed,
-        gate,
-        confidence,
-        level,
-        reason,
-        missing_names,
-        expects,
-        expectation_met,
-    )
+    return Selection(tuple(kept), low, dupes, signals, gate.decide(signals), confidence, level)
 
 
 def expand(store: SqliteStore, kept: Sequence[Ranked], settings: AnswerSettings) -> list[tuple[ChunkRow, Ranked]]:

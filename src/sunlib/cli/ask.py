@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from ..config import merge
-from ..contracts import AnswerFrame, AskResult, to_jsonable
+from ..contracts import AnswerFrame, AskResult, RunTrace, to_jsonable
 from ..errors import UserError
 from ..text.refs import REF
 from .app import app
@@ -171,15 +171,10 @@ def runs_show(
     if as_json:
         print_json(run)
         return
-    from ..contracts import RunTrace, StepTrace
-
     frame = run["frame"]
     out.print(f"[bold]{escape(run['question'])}[/]")
     if frame.get("refused"):
         out.print(f"[bold yellow]refused[/]: {escape(frame.get('refusal_reason') or '')}")
     else:
         out.print(escape(frame.get("answer", "")))
-    t = run["trace"]
-    print_trace(
-        RunTrace(t["run_id"], t["kind"], tuple(StepTrace(**s) for s in t["steps"]), t["total_ms"], tuple(t["warnings"]))
-    )
+    print_trace(RunTrace.from_json(run["trace"]))

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..answer.gate import Gate, gate_key
 from ..answer.router import language
-from ..answer.select import Gate, gate_key
 from ..errors import DatasetError
 from ..library import Library
 from .qa import QACase, run_case

@@ -156,8 +156,8 @@ def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None
     result = lib.ask(case.question, principals=principals, save=False)
     latency = (time.perf_counter() - t0) * 1000.0
     frame = result.frame
-    sel = next((s.details for s in result.trace.steps if s.name == "Selection/Refusal"), {})
-    selected = list(sel.get("selected") or [])
+    sel = result.selection  # None for a direct reply
+    selected = [r.hit.chunk_id for r in sel.kept] if sel is not None else []
     selected_rows = lib.store.chunks_by_ids(selected)
     selected_paths = [r.path for r in selected_rows]
     texts = {ev.chunk_id: ev.text for ev in frame.evidence}
@@ -185,14 +185,20 @@ def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None
             if case.gold_phrases
             else None
         ),
-        "gate_score": sel.get("gate_score"),
-        "top_cosine": sel.get("top_cosine"),
-        "coverage": sel.get("coverage"),
-        "sentence_cosine": sel.get("sentence_cosine"),
-        "checks_passed": sel.get("checks_passed", True),
+        # rounded to 4 places as the trace shows them: calibration fits its thresholds on these values
+        "gate_score": _round(sel.gate_score) if sel is not None else None,
+        "top_cosine": _round(sel.top_cosine) if sel is not None else None,
+        "coverage": _round(sel.coverage) if sel is not None else None,
+        "sentence_cosine": _round(sel.sentence_cosine) if sel is not None else None,
+        "checks_passed": sel.checks_passed if sel is not None else True,
+        "refusals": [r.code for r in frame.refusals],
         "latency_ms": round(latency, 1),
         "run_id": result.run_id,
     }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -1,4 +1,4 @@
-"""/api/search, /api/ask and its SSE stream /api/ask/stream."""
+"""/api/search, /api/ask, its SSE stream /api/ask/stream, and /api/steps (the step registry)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from ..contracts import AskResult, StepTrace, to_jsonable
 from ..errors import SunlibError
+from ..steps import Step, describe
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
 from .schemas import AskBody, SearchBody
@@ -48,7 +49,15 @@ def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(pr
     return {**frame_json(result), "trace": to_jsonable(result.trace)}
 
 
+@router.get("/steps")
+def steps() -> dict[str, Any]:
+    """The trace steps, in the order of a single-shot ask: each step's name, key, description and
+    the detail keys shown first; which step holds the run's summary, and which one is a round."""
+    return describe()
+
+
 def step_event(step: StepTrace) -> dict[str, Any]:
+    """A ``step`` event: the step's record, with ``span_id``, ``parent_id`` and ``iteration``."""
     return dict(to_jsonable(step))
 
 
@@ -56,10 +65,10 @@ def step_event(step: StepTrace) -> dict[str, Any]:
 async def ask_stream(
     req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> EventSourceResponse:
-    """Server-sent events, in order: ``step`` per pipeline step as it completes, ``context_built``
-    after the context, ``token`` deltas while the writer writes, ``citations``, then ``finish``
-    (confidence, refused, refusal_reason, run_id). On failure: ``error``. A client that
-    disconnects stops the run."""
+    """Server-sent events, in order: ``step`` per pipeline step as it completes (with its span_id,
+    parent_id and iteration), ``context_built`` after the context, ``token`` deltas while the writer
+    writes, ``citations``, then ``finish`` (confidence, refused, refusal_reason, refusals, run_id).
+    On failure: ``error``. A client that disconnects stops the run."""
     state = request.app.state.sunlib
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
@@ -72,7 +81,7 @@ async def ask_stream(
         if cancelled.is_set():
             raise RunCancelled
         emit("step", step_event(step))
-        if step.name == "Context Builder" and step.status == "ok":
+        if step.name == Step.CONTEXT and step.status == "ok":
             d = step.details
             emit(
                 "context_built",
@@ -115,6 +124,7 @@ async def ask_stream(
                     "confidence_level": frame.confidence_level,
                     "refused": frame.refused,
                     "refusal_reason": frame.refusal_reason,
+                    "refusals": to_jsonable(frame.refusals),
                     "unsupported": frame.unsupported,
                     "run_id": result.run_id,
                     "total_ms": result.trace.total_ms,

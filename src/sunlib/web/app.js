@@ -316,6 +316,7 @@
     };
     let finished = false;
     try {
+      await stepsReady;
       const res = await fetch("/api/ask/stream", {
         method: "POST",
         headers: { ...headers(true), Accept: "text/event-stream" },
@@ -436,62 +437,77 @@
   // ---------------------------------------------------------------------------------------
   // Run chain: one card per step, details as key/value tables, and a summary card
 
-  /** Keys shown first in a step's details table (the rest follow in server order). */
-  const LEAD_KEYS = {
-    "Intent Router": ["route", "reason", "confidence", "router", "fallback"],
-    "Selection/Refusal": [
-      "passed",
-      "gate_score",
-      "threshold",
-      "top_cosine",
-      "sentence_cosine",
-      "coverage",
-      "missing_terms",
-      "missing_names",
-      "expects",
-      "expectation_met",
-      "gate_source",
-      "reason",
-      "confidence",
-      "confidence_level",
-    ],
-    "Context Builder": ["token_estimate", "soft_limit", "hard_limit", "chars", "dropped_by_budget", "score_stats"],
-    Writer: ["writer", "model", "tokens_in", "tokens_out", "streamed", "confidence_note", "quoted"],
-    "Run Summary": ["total_ms", "tokens_in", "tokens_out", "retrieved", "selected", "citations", "unsupported"],
-  };
+  /** The step registry from the server (GET /api/steps): for each step name the detail keys shown
+   *  first (the rest follow in server order), and which step holds the run's summary. */
+  const stepInfo = { lead: {}, summary: null };
+  const stepsReady = api("/api/steps")
+    .then((data) => {
+      for (const s of data.steps) stepInfo.lead[s.name] = s.lead_keys;
+      stepInfo.summary = data.summary;
+    })
+    .catch(() => {
+      /* without the registry the chain still renders, in server order */
+    });
 
+  /** One card per step. A step with a parent_id (a round of a multi-round run and what ran inside
+   *  it) goes in its parent's list of children. Steps arrive as they end, so children come before
+   *  their parent: the parent's card is made as a placeholder first and filled when it arrives. */
   function addStepCard(step, n) {
-    const card = el(
-      "li",
-      { class: `step-card status-${step.status}`, attrs: { "data-step": step.name } },
+    const spanSel = (id) => `#chain-steps [data-span="${CSS.escape(id)}"]`;
+    const existing = step.span_id ? $(spanSel(step.span_id)) : null;
+    const card = existing || el("li", { attrs: { "data-span": step.span_id || null } });
+    const children = card.querySelector(":scope > ol.step-children");
+    card.className = `step-card status-${step.status}`;
+    card.setAttribute("data-step", step.name);
+    if (step.iteration) card.setAttribute("data-iteration", step.iteration);
+    card.replaceChildren(stepDetails(step, n));
+    if (children) card.append(children);
+    if (!existing || existing.dataset.pending) {
+      delete card.dataset.pending;
+      let list = $("#chain-steps");
+      if (step.parent_id) {
+        let parent = $(spanSel(step.parent_id));
+        if (!parent) {
+          parent = el("li", { class: "step-card pending", attrs: { "data-span": step.parent_id, "data-pending": "1" } });
+          list.append(parent);
+        }
+        list = parent.querySelector(":scope > ol.step-children");
+        if (!list) {
+          list = el("ol", { class: "step-children" });
+          parent.append(list);
+        }
+      }
+      list.append(card);
+    }
+    $("#chain-count").textContent = `(${n} steps)`;
+  }
+
+  function stepDetails(step, n) {
+    return el(
+      "details",
+      {},
       el(
-        "details",
+        "summary",
         {},
-        el(
-          "summary",
-          {},
-          el("span", { class: "step-n", text: n }),
-          el("span", { class: "step-name", text: step.name }),
-          el("span", { class: `status status-${step.status}`, text: step.status }),
-          el("span", { class: "latency", text: fmtMs(step.latency_ms) }),
-          el("span", { class: "step-out", text: step.output_summary }),
-        ),
-        el(
-          "div",
-          { class: "step-body" },
-          step.input_summary ? el("p", {}, el("strong", { text: "Input: " }), step.input_summary) : null,
-          el("p", {}, el("strong", { text: "Output: " }), step.output_summary || "—"),
-          Object.keys(step.details || {}).length
-            ? [
-                renderValue(orderKeys(step.details, LEAD_KEYS[step.name] || []), 0),
-                el("details", { class: "raw" }, el("summary", { text: "JSON" }), el("pre", { text: JSON.stringify(step.details, null, 2) })),
-              ]
-            : el("p", { class: "muted", text: "no details" }),
-        ),
+        el("span", { class: "step-n", text: n }),
+        el("span", { class: "step-name", text: step.iteration && !step.parent_id ? `${step.name} ${step.iteration}` : step.name }),
+        el("span", { class: `status status-${step.status}`, text: step.status }),
+        el("span", { class: "latency", text: fmtMs(step.latency_ms) }),
+        el("span", { class: "step-out", text: step.output_summary }),
+      ),
+      el(
+        "div",
+        { class: "step-body" },
+        step.input_summary ? el("p", {}, el("strong", { text: "Input: " }), step.input_summary) : null,
+        el("p", {}, el("strong", { text: "Output: " }), step.output_summary || "—"),
+        Object.keys(step.details || {}).length
+          ? [
+              renderValue(orderKeys(step.details, stepInfo.lead[step.name] || []), 0),
+              el("details", { class: "raw" }, el("summary", { text: "JSON" }), el("pre", { text: JSON.stringify(step.details, null, 2) })),
+            ]
+          : el("p", { class: "muted", text: "no details" }),
       ),
     );
-    $("#chain-steps").append(card);
-    $("#chain-count").textContent = `(${n} steps)`;
   }
 
   function orderKeys(obj, lead) {
@@ -553,7 +569,7 @@
   }
 
   function renderChainSummary(finish, ctx) {
-    const summary = (ctx.steps.find((s) => s.name === "Run Summary") || {}).details || {};
+    const summary = (ctx.steps.find((s) => s.name === stepInfo.summary && !s.parent_id) || {}).details || {};
     const runId = finish.run_id || summary.trace_saved;
     const facts = [
       ["Total latency", fmtMs(finish.total_ms ?? summary.total_ms)],
@@ -613,6 +629,7 @@
     askAbort = null;
     resetAnswer("Loading…");
     try {
+      await stepsReady;
       const run = await api(`/api/runs/${encodeURIComponent(runId)}`);
       const frame = run.frame || {};
       const ctx = newAnswerContext();

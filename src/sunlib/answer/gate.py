@@ -1,0 +1,246 @@
+"""The refusal gate: signals in, a decision with reason codes out.
+
+``GateSignals`` is what selection measured on the kept evidence; a ``RefusalGate``
+turns it into a ``GateDecision`` (passed, score, threshold, the ``Refusal`` records).
+``ScoreGate`` is the gate of seed 001:
+
+    score = (w * top cosine + (1 - w) * coverage + v * best sentence) / (1 + v)
+
+against a threshold, with the dense gate when a dense cosine exists and the lexical
+(coverage-only) gate otherwise, plus two checks that refuse whatever the score: a
+name of the question missing from the evidence, and an asked-for quantity that no
+selected sentence states.
+
+Where a gate's numbers come from, highest priority first: a calibration stored in the
+index for the embedding space (``sunlib eval calibrate``), explicit settings
+(``[answer] gate_threshold``, ``gate_cosine_weight``, ``gate_languages``,
+``gate_threshold_bm25``), then the embedding space's ``GateProfile``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from ..config import AnswerSettings, GateSetting
+from ..contracts import Refusal
+from ..store import SqliteStore
+from .expect import Expectation
+from .refusals import joined, refusal
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A refusal threshold for one kind of evidence score, and where it came from.
+
+    ``score = (w * cosine + (1 - w) * coverage + v * sentence) / (1 + v)`` with w the
+    cosine weight and v the sentence weight. A gate with v > 0 was fitted with the
+    sentence signal; when that signal is missing (``sentence_model = "none"``) its
+    ``fallback``, fitted without it, decides instead."""
+
+    threshold: float
+    cosine_weight: float  # 0 for the lexical-only gate
+    source: str  # "settings", "profile <name>" or "calibrated <date> on <n> questions"
+    sentence_weight: float = 0.0
+    fallback: Gate | None = None
+
+    def score(self, cosine: float | None, coverage: float, sentence: float | None) -> float:
+        w = self.cosine_weight if cosine is not None else 0.0
+        v = self.sentence_weight if sentence is not None else 0.0
+        return (w * (cosine or 0.0) + (1 - w) * coverage + v * (sentence or 0.0)) / (1 + v)
+
+    def usable(self, sentence: float | None) -> Gate:
+        """This gate, or the one to use instead when it needs a sentence signal that is missing."""
+        if self.sentence_weight and sentence is None:
+            return self.fallback or replace(self, sentence_weight=0.0)
+        return self
+
+    @classmethod
+    def load(cls, store: SqliteStore, key: str, default: Gate, lang: str | None = None) -> Gate:
+        """The calibrated gate stored under ``key`` (for ``lang`` when it has its own), else ``default``."""
+        raw = store.get_meta(key)
+        if not raw:
+            return default
+        data = json.loads(raw)
+        when = data.get("calibrated_at", "?")
+        overall = cls._from(data, f"calibrated {when} on {data.get('questions', '?')} questions")
+        mine = (data.get("languages") or {}).get(lang) if lang else None
+        if not mine:
+            return overall
+        source = f"calibrated {when} on {mine.get('questions', '?')} {lang} questions"
+        return replace(cls._from(mine, source), fallback=overall)
+
+    @classmethod
+    def _from(cls, data: dict[str, Any], source: str) -> Gate:
+        return cls(
+            float(data["threshold"]), float(data["cosine_weight"]), source, float(data.get("sentence_weight", 0.0))
+        )
+
+
+def gate_key(space_name: str | None) -> str:
+    """Where a calibrated gate is stored: per embedding space, or ``gate:bm25`` without vectors."""
+    return f"gate:{space_name}" if space_name else "gate:bm25"
+
+
+# -- profiles -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateProfile:
+    """An embedding space's default gates, used when neither settings nor a calibration say otherwise.
+
+    ``threshold``/``cosine_weight``: the gate for all languages (and for a language gate whose
+    sentence signal is missing); ``languages``: a gate per question language; ``lexical_threshold``:
+    the coverage-only gate, when no dense score exists."""
+
+    name: str
+    threshold: float
+    cosine_weight: float
+    languages: Mapping[str, GateSetting] = field(default_factory=dict)
+    lexical_threshold: float = 0.0
+
+
+# Calibrated for the default e5 space on the bundled calibration set
+# (src/sunlib/qa/sample_vault_calibration.jsonl, `sunlib eval calibrate`): e5 scores Chinese
+# question-passage pairs higher than English ones, and the sentence model separates Chinese
+# questions better, so each language has its own gate. The lexical threshold was fitted on the
+# same set in BM25 mode.
+E5 = GateProfile(
+    "e5",
+    threshold=0.8509,
+    cosine_weight=0.9,
+    languages={
+        "en": GateSetting(threshold=0.8489, cosine_weight=0.95),
+        "zh": GateSetting(threshold=0.6436, cosine_weight=0.95, sentence_weight=1.0),
+    },
+    lexical_threshold=0.4741,
+)
+PROFILES: dict[str, GateProfile] = {"e5": E5}
+# Only e5 has been calibrated: another provider starts from e5's gates until
+# `sunlib eval calibrate` stores its own (the calibration wins over the profile).
+DEFAULT_PROFILE = E5
+
+
+def profile_for(provider: str) -> GateProfile:
+    """The gate profile of an embedding provider (``[embedding] provider``)."""
+    return PROFILES.get(provider, DEFAULT_PROFILE)
+
+
+def dense_setting(settings: AnswerSettings, profile: GateProfile, lang: str | None) -> tuple[GateSetting, str]:
+    """The configured dense gate for a question in ``lang`` (None: the one for all languages) and its source.
+
+    One gate for every language when ``gate_threshold`` or ``gate_cosine_weight`` is set; else the
+    language's own gate from ``gate_languages`` (or the profile's); else the overall gate."""
+    explicit = settings.gate_threshold is not None or settings.gate_cosine_weight is not None
+    languages = settings.gate_languages if settings.gate_languages is not None else profile.languages
+    source = "settings" if settings.gate_languages is not None else f"profile {profile.name}"
+    if not explicit and lang is not None and lang in languages:
+        return languages[lang], f"{source} for {lang} questions"
+    threshold = profile.threshold if settings.gate_threshold is None else settings.gate_threshold
+    weight = profile.cosine_weight if settings.gate_cosine_weight is None else settings.gate_cosine_weight
+    return GateSetting(threshold=threshold, cosine_weight=weight), "settings" if explicit else f"profile {profile.name}"
+
+
+def lexical_setting(settings: AnswerSettings, profile: GateProfile) -> Gate:
+    if settings.gate_threshold_bm25 is not None:
+        return Gate(settings.gate_threshold_bm25, 0.0, "settings")
+    return Gate(profile.lexical_threshold, 0.0, f"profile {profile.name}")
+
+
+# -- the decision ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateSignals:
+    """What selection measured on the kept evidence, for the gate to decide on."""
+
+    kept: int  # passages selected
+    top_cosine: float | None  # best dense cosine among them (None: no dense score)
+    coverage: float  # IDF-weighted share of the question's terms in the top three
+    sentence_cosine: float | None  # best question-sentence cosine (None: no sentence model)
+    missing_terms: tuple[str, ...] = ()  # question terms absent from the top three, heaviest first
+    missing_names: tuple[str, ...] = ()  # names of the question no kept passage mentions
+    expects: Expectation | None = None  # the kind of answer the question asks for
+    expectation_met: bool = True
+
+    @property
+    def checks_passed(self) -> bool:
+        """Whether the name and answer-type checks passed (they refuse whatever the gate score)."""
+        return bool(self.kept) and not self.missing_names and self.expectation_met
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    passed: bool
+    score: float
+    threshold: float
+    gate: Gate  # the gate that decided (its weights and source)
+    refusals: tuple[Refusal, ...] = ()
+
+    @property
+    def reason(self) -> str | None:
+        return joined(self.refusals)
+
+
+class RefusalGate(Protocol):
+    def decide(self, signals: GateSignals) -> GateDecision: ...
+
+
+@dataclass(frozen=True)
+class ScoreGate:
+    """The dense gate when a dense cosine exists, else the lexical gate; plus the two checks."""
+
+    dense: Gate
+    lexical: Gate
+
+    def decide(self, signals: GateSignals) -> GateDecision:
+        s = signals
+        gate = (self.dense if s.top_cosine is not None else self.lexical).usable(s.sentence_cosine)
+        score = gate.score(s.top_cosine, s.coverage, s.sentence_cosine)
+        found: list[Refusal] = []
+        if not s.kept:
+            found.append(refusal("no_evidence"))
+        else:
+            if score < gate.threshold:
+                sentence = s.sentence_cosine if gate.sentence_weight else None
+                found.append(
+                    refusal(
+                        "low_gate",
+                        gate_score=score,
+                        threshold=gate.threshold,
+                        top_cosine=s.top_cosine,
+                        coverage=s.coverage,
+                        sentence_cosine=sentence,
+                        missing_terms=list(s.missing_terms[:5]),
+                    )
+                )
+            if s.missing_names:
+                found.append(refusal("missing_name", names=list(s.missing_names[:5])))
+            if s.expects is not None and not s.expectation_met:
+                found.append(
+                    refusal("missing_quantity", expects=s.expects.describe(), kind=s.expects.kind, unit=s.expects.unit)
+                )
+        return GateDecision(not found, score, gate.threshold, gate, tuple(found))
+
+
+def build_gate(
+    settings: AnswerSettings, profile: GateProfile, store: SqliteStore, space_name: str | None, lang: str
+) -> ScoreGate:
+    """The gate for one question: the profile's numbers, then settings, then a stored calibration.
+
+    ``space_name`` is None when no dense route runs (BM25 mode): then no calibration of a dense
+    space applies."""
+    own, source = dense_setting(settings, profile, lang)
+    overall, overall_source = dense_setting(settings, profile, None)
+    default = Gate(
+        own.threshold,
+        own.cosine_weight,
+        source,
+        own.sentence_weight,
+        Gate(overall.threshold, overall.cosine_weight, overall_source),
+    )
+    dense = Gate.load(store, gate_key(space_name), default, lang) if space_name else default
+    lexical = Gate.load(store, gate_key(None), lexical_setting(settings, profile), lang)
+    return ScoreGate(dense, lexical)
