@@ -18,6 +18,7 @@ import pytest
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import ProviderError
+from sunlib.library import DB_NAME
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
 
@@ -82,10 +83,44 @@ def vault(tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.fixture(scope="session")
+def hash_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample vault's index under the hash embedder, built once per session (read-only).
+
+    Returns the index folder. Its ``sunlib.db`` is closed (checkpointed, no WAL file left),
+    so a copy of the file is a complete index; never open it: copy it.
+    """
+    root = tmp_path_factory.mktemp("hash_index")
+    dest = root / "vault"
+    shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".sunlib"))
+    index_dir = root / "index"
+    with Library.open(dest, embedding={"provider": "hash"}, index_dir=index_dir) as lib:
+        lib.index()
+    for leftover in ("-wal", "-shm"):
+        assert not (index_dir / f"{DB_NAME}{leftover}").exists(), "the template index was not checkpointed"
+    return index_dir
+
+
 @pytest.fixture
-def hash_library(vault: Path) -> Iterator[Library]:
-    """The sample vault indexed with the deterministic hash embedder."""
-    lib = Library.open(vault, embedding={"provider": "hash"})
+def hash_vault(vault: Path, hash_index: Path) -> Path:
+    """``vault`` with its own copy of the session's hash index in ``vault/.sunlib``: the
+    folder as ``sunlib index VAULT --provider hash`` leaves it (private and writable)."""
+    local = vault / ".sunlib"
+    local.mkdir()
+    shutil.copyfile(hash_index / DB_NAME, local / DB_NAME)
+    return vault
+
+
+@pytest.fixture
+def hash_library(hash_vault: Path) -> Iterator[Library]:
+    """The sample vault indexed with the deterministic hash embedder: a private, writable
+    library (its own vault copy and index file), so a test may change either.
+
+    The index file is a copy of the session's ``hash_index``; ``index()`` then runs as it
+    always did, finds the vault as indexed (the copies keep the files' mtimes) and records
+    this vault's path, so the library is the one a fresh index of ``vault`` gives.
+    """
+    lib = Library.open(hash_vault, embedding={"provider": "hash"})
     lib.index()
     yield lib
     lib.close()

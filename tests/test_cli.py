@@ -1,8 +1,15 @@
-"""The CLI as a user meets it: real subprocesses, real index files, one-line errors."""
+"""The CLI as a user meets it: real index files, one-line errors.
+
+The verbs run in this process through the real entry point (``clients.sunlib``); what is about
+the process itself (which modules ``sunlib --help`` and ``sunlib search`` load) runs in a
+subprocess."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,10 +18,11 @@ from clients import sunlib
 
 
 @pytest.fixture
-def indexed(vault: Path) -> Path:
-    r = sunlib("index", str(vault), "--provider", "hash", "--json")
+def indexed(hash_vault: Path) -> Path:
+    """A vault indexed by ``sunlib index --provider hash`` (which also remembers it)."""
+    r = sunlib("index", str(hash_vault), "--provider", "hash", "--json")
     assert r.returncode == 0, r.stderr
-    return vault
+    return hash_vault
 
 
 def test_index_reports_json_summary(vault: Path) -> None:
@@ -148,3 +156,41 @@ def test_bad_input_loses_nothing(indexed: Path) -> None:
     r = sunlib("status", "--vault", str(indexed), "--json", env={"SUNLIB_EMBEDDING__PROVIDER": "hash"})
     assert json.loads(r.stdout)["counts"]["notes"] == 21
     assert db.stat().st_size >= before
+
+
+SERVER_MODULES = ["fastapi", "sse_starlette", "starlette", "uvicorn"]
+# run the CLI's entry point in a fresh interpreter, then report its exit code and the server modules loaded
+PROBE = """
+import json, sys
+from sunlib.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "loaded": sorted(m for m in %r if m in sys.modules)}))
+"""
+
+
+def _probe(*args: str) -> tuple[int, list[str]]:
+    env = {**os.environ, "SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE % SERVER_MODULES, *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    return result["code"], result["loaded"]
+
+
+def test_help_and_search_do_not_import_the_server(indexed: Path) -> None:
+    assert _probe("--help") == (0, [])
+    assert _probe("search", "empty ACL", "--vault", str(indexed), "-n", "1") == (0, [])  # hybrid: embedder too
+    code, loaded = _probe("serve", "--port", "notaport")
+    assert code == 2 and loaded == []  # a usage error is found before the verb imports the server
+    # the probe would see them: importing the server package loads FastAPI
+    r = subprocess.run(
+        [sys.executable, "-c", "import json, sys, sunlib.server; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert {"fastapi", "starlette"} <= set(json.loads(r.stdout))
