@@ -8,7 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +22,10 @@ _RUNNER = CliRunner()
 
 
 def sunlib(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
+    *args: str, env: Mapping[str, str | None] | None = None, cwd: Path | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """Run the ``sunlib`` command line on ARGS in this process, with extra environment variables.
+    """Run the ``sunlib`` command line on ARGS in this process, with extra environment variables
+    (a None value unsets one) for the duration of the run.
 
     The same entry point as ``python -m sunlib`` (``sunlib.cli.main``: its one-line errors and
     exit codes), with stdin empty and stdout/stderr captured, minus the interpreter start-up.
@@ -75,10 +76,10 @@ def _cwd(cwd: Path | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _columns(env: dict[str, str] | None) -> Iterator[None]:
+def _columns(env: Mapping[str, str | None] | None) -> Iterator[None]:
     """The CLI's rich consoles read COLUMNS when they are created (at import); a subprocess
     would see the COLUMNS given here, so they get its width for this run."""
-    columns = (env or {}).get("COLUMNS", os.environ.get("COLUMNS", ""))
+    columns = (env or {}).get("COLUMNS", os.environ.get("COLUMNS")) or ""
     consoles: tuple[Console, ...] = (common.out, common.err)
     saved = [c._width for c in consoles]
     try:

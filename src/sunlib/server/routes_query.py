@@ -15,7 +15,7 @@ from ..contracts import AskResult, StepTrace, to_jsonable
 from ..errors import SunlibError
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
-from .schemas import AskBody, SearchBody
+from .schemas import AskBody, AskOut, SearchBody, SearchOut
 
 router = APIRouter(prefix="/api", tags=["search and ask"], responses=ERROR_RESPONSES)
 
@@ -24,7 +24,7 @@ class RunCancelled(Exception):
     """The client went away: stop the run at the next step or token."""
 
 
-@router.post("/search")
+@router.post("/search", response_model=SearchOut)
 def search(req: SearchBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """Hybrid, BM25 or dense search with filters; every result has a snippet and a citation."""
     state = request.app.state.sunlib
@@ -39,7 +39,7 @@ def frame_json(result: AskResult) -> dict[str, Any]:
     return {**to_jsonable(result.frame), "run_id": result.run_id}
 
 
-@router.post("/ask")
+@router.post("/ask", response_model=AskOut)
 def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """The AnswerFrame (cited answer or refusal with its reason), its run_id and the run chain."""
     state = request.app.state.sunlib

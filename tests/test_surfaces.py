@@ -1,0 +1,149 @@
+"""The typed surfaces: every route's response schema in /openapi.json, and the store's errors
+as each surface shows them (HTTP 507/503 JSON, one CLI line and a non-zero exit).
+
+The store errors come from real routes of the real app and a real verb of the real command
+line, each raising the error the store boundary raises; the disk-full test
+(tests/test_disk_full.py) shows the CLI's line for a disk that really fills up."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi import APIRouter, FastAPI
+
+from clients import Api, sunlib
+from sunlib import Library
+from sunlib.cli.app import app as cli_app
+from sunlib.errors import StoreBusy, StoreCorrupt, StoreError, StoreFull
+from sunlib.server import create_app
+
+STORE_ERRORS: dict[str, tuple[type[StoreError], int]] = {
+    "full": (StoreFull, 507),
+    "busy": (StoreBusy, 503),
+    "corrupt": (StoreCorrupt, 503),
+}
+MESSAGES = {
+    "full": "database or disk is full while writing /idx/sunlib.db",
+    "busy": "another writer held /idx/sunlib.db for 5.0 s",
+    "corrupt": "database disk image is malformed: /idx/sunlib.db",
+}
+
+
+@pytest.fixture
+def app(hash_library: Library) -> FastAPI:
+    return create_app(hash_library)
+
+
+def _operations(schema: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            yield path, method, operation
+
+
+def test_every_route_declares_its_response_schema(app: FastAPI) -> None:
+    schema = Api(app).get("/openapi.json").json()
+    components = schema["components"]["schemas"]
+    operations = list(_operations(schema))
+    assert len(operations) == 17
+    for path, method, operation in operations:
+        where = f"{method.upper()} {path}"
+        success = {code: r for code, r in operation["responses"].items() if code.startswith("2")}
+        assert len(success) == 1, where
+        code, response = next(iter(success.items()))
+        if code == "204":  # a delete answers no body
+            assert "content" not in response, where
+            continue
+        if "text/event-stream" in response.get("content", {}):
+            assert response["content"]["text/event-stream"]["schema"]["type"] == "object", where
+            continue
+        ref = response["content"]["application/json"]["schema"]["$ref"]
+        model = components[ref.rsplit("/", 1)[-1]]
+        assert model["type"] == "object" and model["properties"] and model["required"], where
+        for status in ("503", "507"):
+            error = operation["responses"][status]["content"]["application/json"]["schema"]["$ref"]
+            assert error.endswith("/ErrorBody"), (where, status)
+
+
+def test_response_models_keep_the_bodies(app: FastAPI) -> None:
+    """The models check the JSON on its way out; they neither drop nor add keys."""
+    api = Api(app)
+    found = api.post("/api/search", json={"query": "empty ACL", "mode": "bm25", "limit": 2}).json()
+    assert list(found) == ["query", "mode", "total_candidates", "warnings", "results", "run_id", "trace"]
+    hit = found["results"][0]
+    assert list(hit) == [
+        *("chunk_id", "note_id", "path", "title", "heading_path", "score", "snippet"),
+        *("highlights", "tags", "citation", "routes"),
+    ]
+    assert list(hit["routes"]["bm25"]) == ["rank", "score", "contribution"]
+    asked = api.post("/api/ask", json={"question": "What does an empty ACL mean?"}).json()
+    assert set(asked) == {
+        *("question", "answer", "evidence", "citations", "refused", "refusal_reason", "confidence"),
+        *("route", "confidence_level", "sources", "sentences", "unsupported", "version", "run_id", "trace"),
+    }
+    run = api.get(f"/api/runs/{asked['run_id']}").json()
+    assert run["frame"]["question"] == asked["question"] and run["trace"]["steps"]
+    note = api.get(f"/api/notes/{hit['note_id']}").json()
+    assert "vectors_job" not in note and note["chunks"] and note["in_sync"] is True
+
+
+@pytest.fixture
+def raising_app(app: FastAPI) -> FastAPI:
+    """The real app with one more route per store error, raising it as the store boundary does."""
+    router = APIRouter(prefix="/api/test-store")
+
+    def route(kind: str) -> None:
+        error, _ = STORE_ERRORS[kind]
+
+        @router.post(f"/{kind}")
+        def fail() -> None:
+            raise error(MESSAGES[kind])
+
+    for kind in STORE_ERRORS:
+        route(kind)
+    app.include_router(router)
+    return app
+
+
+@pytest.mark.parametrize("kind", sorted(STORE_ERRORS))
+def test_store_errors_over_http(raising_app: FastAPI, kind: str) -> None:
+    error, status = STORE_ERRORS[kind]
+    r = Api(raising_app).post(f"/api/test-store/{kind}")
+    assert r.status_code == status
+    assert r.json() == {"error": error.code, "message": MESSAGES[kind]}
+    assert r.headers["content-type"] == "application/json"
+
+
+@pytest.fixture
+def raising_verb() -> Iterator[str]:
+    """A hidden verb of the real command line that raises the store error named by its argument."""
+
+    def fail(kind: str) -> None:
+        error, _ = STORE_ERRORS[kind]
+        raise error(MESSAGES[kind])
+
+    cli_app.command("test-store-error", hidden=True)(fail)
+    try:
+        yield "test-store-error"
+    finally:
+        cli_app.registered_commands = [c for c in cli_app.registered_commands if c.callback is not fail]
+
+
+@pytest.mark.parametrize(
+    ("kind", "line"),
+    [
+        ("full", "error: the disk holding the index is full; everything committed before is kept"),
+        ("busy", "error: the index is busy: another writer held /idx/sunlib.db for 5.0 s; wait for"),
+        (
+            "corrupt",
+            "error: the index is damaged: database disk image is malformed: /idx/sunlib.db; run `sunlib doctor`",
+        ),
+    ],
+)
+def test_store_errors_on_the_cli(raising_verb: str, kind: str, line: str) -> None:
+    r = sunlib(raising_verb, kind)
+    assert r.returncode == 1
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith(line), r.stderr
+    assert MESSAGES[kind] in lines[0] and "Traceback" not in r.stderr and r.stdout == ""
