@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from clients import sunlib
+from clients import sunlib, sunlib_process
 
 
 @pytest.fixture
@@ -138,6 +138,14 @@ def test_errors_are_one_line_and_nonzero(indexed: Path, args: list[str], message
     assert len(lines) == 1, r.stderr
     assert message in lines[0]
     assert "Traceback" not in r.stderr
+
+
+def test_python_m_sunlib_is_the_same_entry_point(tmp_path: Path) -> None:
+    """The one subprocess of the error tests: ``python -m sunlib`` runs ``main`` (one line, exit 1)."""
+    r = sunlib_process("search", "x", "--vault", str(tmp_path / "nowhere"))
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [f"error: vault folder not found: {tmp_path / 'nowhere'}"]
+    assert r.stderr == sunlib("search", "x", "--vault", str(tmp_path / "nowhere")).stderr
 
 
 def test_missing_index_and_bad_config_are_clear(vault: Path) -> None:
