@@ -24,10 +24,10 @@ STORE_ERRORS: dict[str, tuple[type[StoreError], int]] = {
     "busy": (StoreBusy, 503),
     "corrupt": (StoreCorrupt, 503),
 }
-MESSAGES = {
-    "full": "database or disk is full while writing /idx/sunlib.db",
-    "busy": "another writer held /idx/sunlib.db for 5.0 s",
-    "corrupt": "database disk image is malformed: /idx/sunlib.db",
+MESSAGES = {  # as the store boundary words them: what happened and what to do
+    "full": "the disk holding the index is full; everything committed before is kept: free some space",
+    "busy": "the index is busy: another process held it too long (BusyError); try again",
+    "corrupt": "the index file is damaged (CorruptError); run `sunlib doctor` for details",
 }
 
 
@@ -130,20 +130,9 @@ def raising_verb() -> Iterator[str]:
         cli_app.registered_commands = [c for c in cli_app.registered_commands if c.callback is not fail]
 
 
-@pytest.mark.parametrize(
-    ("kind", "line"),
-    [
-        ("full", "error: the disk holding the index is full; everything committed before is kept"),
-        ("busy", "error: the index is busy: another writer held /idx/sunlib.db for 5.0 s; wait for"),
-        (
-            "corrupt",
-            "error: the index is damaged: database disk image is malformed: /idx/sunlib.db; run `sunlib doctor`",
-        ),
-    ],
-)
-def test_store_errors_on_the_cli(raising_verb: str, kind: str, line: str) -> None:
+@pytest.mark.parametrize("kind", sorted(STORE_ERRORS))
+def test_store_errors_on_the_cli(raising_verb: str, kind: str) -> None:
     r = sunlib(raising_verb, kind)
     assert r.returncode == 1
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and lines[0].startswith(line), r.stderr
-    assert MESSAGES[kind] in lines[0] and "Traceback" not in r.stderr and r.stdout == ""
+    assert r.stderr.splitlines() == [f"error: {MESSAGES[kind]}"], r.stderr
+    assert r.stdout == ""
