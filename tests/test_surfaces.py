@@ -19,6 +19,14 @@ from sunlib.cli.app import app as cli_app
 from sunlib.errors import StoreBusy, StoreCorrupt, StoreError, StoreFull
 from sunlib.server import create_app
 
+OPERATIONS = {  # the API's operations today; one added later is checked below like these
+    *("POST /api/search", "POST /api/ask", "POST /api/ask/stream", "GET /api/runs", "GET /api/runs/{run_id}"),
+    *("GET /api/index/status", "POST /api/index/rebuild", "GET /api/index/jobs/{job_id}"),
+    *("POST /api/benchmarks/rag/runs", "GET /api/benchmarks/rag/runs/{run_id}"),
+    "GET /api/benchmarks/rag/runs/{run_id}/events",
+    *("GET /api/notes", "POST /api/notes", "GET /api/notes/{note_id}", "PATCH /api/notes/{note_id}"),
+    *("DELETE /api/notes/{note_id}", "POST /api/notes/{note_id}/move"),
+}
 STORE_ERRORS: dict[str, tuple[type[StoreError], int]] = {
     "full": (StoreFull, 507),
     "busy": (StoreBusy, 503),
@@ -46,7 +54,7 @@ def test_every_route_declares_its_response_schema(app: FastAPI) -> None:
     schema = Api(app).get("/openapi.json").json()
     components = schema["components"]["schemas"]
     operations = list(_operations(schema))
-    assert len(operations) == 17
+    assert {f"{method.upper()} {path}" for path, method, _ in operations} >= OPERATIONS
     for path, method, operation in operations:
         where = f"{method.upper()} {path}"
         success = {code: r for code, r in operation["responses"].items() if code.startswith("2")}
