@@ -7,6 +7,7 @@ sunlib): ``counting`` wraps the hash embedder and counts what it embeds;
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -65,8 +66,6 @@ def _flaky(settings: EmbeddingSettings) -> FlakyEmbedder:
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the user's ~/.local/share/sunlib or inherits SUNLIB_* settings."""
-    import os
-
     for key in list(os.environ):
         if key.startswith("SUNLIB_"):
             monkeypatch.delenv(key)
@@ -94,8 +93,12 @@ def hash_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = root / "vault"
     shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".sunlib"))
     index_dir = root / "index"
-    with Library.open(dest, embedding={"provider": "hash"}, index_dir=index_dir) as lib:
-        lib.index()
+    with pytest.MonkeyPatch.context() as env:  # built before any test's _isolated_home: isolate it too
+        for key in [k for k in os.environ if k.startswith("SUNLIB_")]:
+            env.delenv(key)
+        env.setenv("SUNLIB_HOME", str(root / "home"))
+        with Library.open(dest, embedding={"provider": "hash"}, index_dir=index_dir) as lib:
+            lib.index()
     for leftover in ("-wal", "-shm"):
         assert not (index_dir / f"{DB_NAME}{leftover}").exists(), "the template index was not checkpointed"
     return index_dir
