@@ -106,8 +106,9 @@ def hash_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def hash_vault(vault: Path, hash_index: Path) -> Path:
-    """``vault`` with its own copy of the session's hash index in ``vault/.sunlib``: the
-    folder as ``sunlib index VAULT --provider hash`` leaves it (private and writable)."""
+    """``vault`` with its own copy of the session's hash index in ``vault/.sunlib`` (private and
+    writable): the index ``sunlib index VAULT --provider hash`` writes there. Nothing else is
+    done: the vault is not remembered as the default one, as ``sunlib index`` would."""
     local = vault / ".sunlib"
     local.mkdir()
     shutil.copyfile(hash_index / DB_NAME, local / DB_NAME)
