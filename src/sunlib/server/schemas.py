@@ -318,3 +318,19 @@ class NoteOut(NoteSummaryOut):
 
 class NoteWrittenOut(NoteOut):
     vectors_job: str | None = Field(description="the background job embedding the note, if one was started")
+
+
+class StepInfoOut(Out):
+    name: str
+    key: str
+    description: str
+    lead_keys: list[str] = Field(description="the detail keys the UI shows first")
+
+
+class StepsOut(Out):
+    """The step registry as ``GET /api/steps`` serves it (see ``sunlib.steps.describe``)."""
+
+    steps: list[StepInfoOut]
+    ask: list[str] = Field(description="the steps of a single-shot ask, in order")
+    summary: str = Field(description="the step that holds the run's summary")
+    round: str = Field(description="the step that groups one round of a multi-round run")
