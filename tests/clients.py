@@ -1,21 +1,52 @@
-"""Clients for the tests: the ``sunlib`` command in a subprocess, and synchronous calls into the ASGI app."""
+"""Clients for the tests: the ``sunlib`` command (in this process, or in a subprocess where the
+process boundary is what a test is about), and synchronous calls into the ASGI app."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
+from click.testing import CliRunner
+from rich.console import Console
+
+from sunlib.cli import common, main
+
+_RUNNER = CliRunner()
 
 
 def sunlib(
+    *args: str, env: Mapping[str, str | None] | None = None, cwd: Path | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``sunlib`` command line on ARGS in this process, with extra environment variables
+    (a None value unsets one) for the duration of the run.
+
+    The same entry point as ``python -m sunlib`` (``sunlib.cli.main``: its one-line errors and
+    exit codes), with stdin empty and stdout/stderr captured, minus the interpreter start-up.
+    ``timeout`` is accepted for the subprocess client's signature; it is not enforced here.
+    """
+    with _RUNNER.isolation(env=env) as (stdout, stderr, _), _columns(env), _cwd(cwd):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = _exit_code(exc.code)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        out, err = stdout.getvalue().decode("utf-8"), stderr.getvalue().decode("utf-8")
+    return subprocess.CompletedProcess(["sunlib", *args], code, out, err)
+
+
+def sunlib_process(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m sunlib ARGS`` as a user would, with extra environment variables."""
+    """Run ``python -m sunlib ARGS`` in a subprocess, as a user would, with extra environment variables."""
     return subprocess.run(
         [sys.executable, "-m", "sunlib", *args],
         capture_output=True,
@@ -24,6 +55,41 @@ def sunlib(
         env={**os.environ, **(env or {})},
         timeout=timeout,
     )
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message"): Python prints it and exits 1
+    return 1
+
+
+@contextlib.contextmanager
+def _cwd(cwd: Path | None) -> Iterator[None]:
+    if cwd is None:
+        yield
+    else:
+        with contextlib.chdir(cwd):
+            yield
+
+
+@contextlib.contextmanager
+def _columns(env: Mapping[str, str | None] | None) -> Iterator[None]:
+    """The CLI's rich consoles read COLUMNS when they are created (at import); a subprocess
+    would see the COLUMNS given here, so they get its width for this run."""
+    columns = (env or {}).get("COLUMNS", os.environ.get("COLUMNS")) or ""
+    consoles: tuple[Console, ...] = (common.out, common.err)
+    saved = [c._width for c in consoles]
+    try:
+        if columns.isdigit():
+            for c in consoles:
+                c.width = int(columns)
+        yield
+    finally:
+        for c, width in zip(consoles, saved, strict=True):
+            c._width = width
 
 
 class Api:

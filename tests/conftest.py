@@ -7,6 +7,7 @@ sunlib): ``counting`` wraps the hash embedder and counts what it embeds;
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import ProviderError
+from sunlib.library import DB_NAME
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
 
@@ -64,8 +66,6 @@ def _flaky(settings: EmbeddingSettings) -> FlakyEmbedder:
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the user's ~/.local/share/sunlib or inherits SUNLIB_* settings."""
-    import os
-
     for key in list(os.environ):
         if key.startswith("SUNLIB_"):
             monkeypatch.delenv(key)
@@ -82,10 +82,49 @@ def vault(tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.fixture(scope="session")
+def hash_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample vault's index under the hash embedder, built once per session (read-only).
+
+    Returns the index folder. Its ``sunlib.db`` is closed (checkpointed, no WAL file left),
+    so a copy of the file is a complete index; never open it: copy it.
+    """
+    root = tmp_path_factory.mktemp("hash_index")
+    dest = root / "vault"
+    shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".sunlib"))
+    index_dir = root / "index"
+    with pytest.MonkeyPatch.context() as env:  # built before any test's _isolated_home: isolate it too
+        for key in [k for k in os.environ if k.startswith("SUNLIB_")]:
+            env.delenv(key)
+        env.setenv("SUNLIB_HOME", str(root / "home"))
+        with Library.open(dest, embedding={"provider": "hash"}, index_dir=index_dir) as lib:
+            lib.index()
+    for leftover in ("-wal", "-shm"):
+        assert not (index_dir / f"{DB_NAME}{leftover}").exists(), "the template index was not checkpointed"
+    return index_dir
+
+
 @pytest.fixture
-def hash_library(vault: Path) -> Iterator[Library]:
-    """The sample vault indexed with the deterministic hash embedder."""
-    lib = Library.open(vault, embedding={"provider": "hash"})
+def hash_vault(vault: Path, hash_index: Path) -> Path:
+    """``vault`` with its own copy of the session's hash index in ``vault/.sunlib`` (private and
+    writable): the index ``sunlib index VAULT --provider hash`` writes there. Nothing else is
+    done: the vault is not remembered as the default one, as ``sunlib index`` would."""
+    local = vault / ".sunlib"
+    local.mkdir()
+    shutil.copyfile(hash_index / DB_NAME, local / DB_NAME)
+    return vault
+
+
+@pytest.fixture
+def hash_library(hash_vault: Path) -> Iterator[Library]:
+    """The sample vault indexed with the deterministic hash embedder: a private, writable
+    library (its own vault copy and index file), so a test may change either.
+
+    The index file is a copy of the session's ``hash_index``; ``index()`` then runs as it
+    always did, finds the vault as indexed (the copies keep the files' mtimes) and records
+    this vault's path, so the library is the one a fresh index of ``vault`` gives.
+    """
+    lib = Library.open(hash_vault, embedding={"provider": "hash"})
     lib.index()
     yield lib
     lib.close()

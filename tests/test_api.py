@@ -333,7 +333,7 @@ def test_stream_writer_failure_finishes_refused(open_hash: Callable[..., Library
     assert status[Step.VERIFY] == ("skipped", "the writer failed")
     finish = events[-1][1]
     assert finish["refused"] is True
-    assert finish["refusal_reason"].startswith("the writer failed (LLM request failed after 1 attempts")
+    assert finish["refusal_reason"].startswith("the writer failed (LLM request failed after 1 attempt")
     assert [r["code"] for r in finish["refusals"]] == ["writer_failed"]
     assert finish["refusals"][0]["message"] == finish["refusal_reason"]
     assert events[-2][1]["citations"] == []

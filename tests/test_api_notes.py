@@ -73,11 +73,9 @@ def file_hash(vault: Path, rel: str) -> str:
 
 
 @pytest.fixture
-def lib(vault: Path) -> Iterator[Library]:
-    library = Library.open(vault, embedding={"provider": "hash"})
-    library.index()
-    yield library
-    library.close()
+def lib(hash_library: Library) -> Library:
+    """The sample vault (the ``vault`` fixture) indexed with the hash embedder, private to the test."""
+    return hash_library
 
 
 def _finish(app: FastAPI, vault: Path) -> None:

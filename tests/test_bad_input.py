@@ -3,8 +3,8 @@
 The rule under test: a command that cannot do its job says so in ONE line on stderr and exits
 non-zero; a command that can do most of its job reports each bad file by path and reason and
 does the rest (nothing else lost); the HTTP API answers a 4xx JSON ``{error, message}`` or a
-normal result, never a 500 or a traceback. CLI cases run ``python -m sunlib`` in a subprocess
-(as tests/test_cli.py); API cases use ``httpx.ASGITransport`` from 127.0.0.1 (as
+normal result, never a 500 or a traceback. CLI cases run the real entry point in-process
+(``clients.sunlib``, as tests/test_cli.py); API cases use ``httpx.ASGITransport`` from 127.0.0.1 (as
 tests/test_api_notes.py, which also covers bad bodies, bad paths, symlinks and concurrent
 PATCHes of one note in depth; only what it does not cover is here). The last test runs a
 bounded schemathesis pass of benchmarks/fuzz_api.py on a live server.
@@ -34,6 +34,7 @@ from fastapi import FastAPI
 from clients import Api, sunlib
 from sunlib import Library
 from sunlib.errors import UserError
+from sunlib.library import DB_NAME
 from sunlib.notes_io import TEMP_SUFFIX
 from sunlib.server import create_app
 
@@ -94,7 +95,9 @@ def sample_paths() -> set[str]:
 
 
 @pytest.fixture
-def lib(vault: Path, tmp_path: Path) -> Iterator[Library]:
+def lib(vault: Path, tmp_path: Path, hash_index: Path) -> Iterator[Library]:
+    (tmp_path / "index").mkdir()
+    shutil.copyfile(hash_index / DB_NAME, tmp_path / "index" / DB_NAME)  # the session's index, a private copy
     library = Library.open(vault, embedding={"provider": "hash"}, index_dir=tmp_path / "index")
     library.index()
     yield library
@@ -558,7 +561,7 @@ def test_schemathesis_finds_no_new_server_errors(tmp_path: Path) -> None:
         sys.path.remove(str(ROOT / "benchmarks"))
     with fuzz_api.live_server(tmp_path / "crash") as base:
         result = fuzz_api.run_schemathesis(base, "crash", "not_a_server_error", 10, 7, tmp_path)
-    assert result.operations_tested == result.operations == 17, result.summary
+    assert result.operations_tested == result.operations == 18, result.summary
     assert result.test_cases > 100 and not result.errors, result.summary
     new = [f.line() for f in result.failures if (f.operation, f.body) not in KNOWN_SERVER_ERRORS]
     assert not new, new

@@ -1,21 +1,29 @@
-"""The CLI as a user meets it: real subprocesses, real index files, one-line errors."""
+"""The CLI as a user meets it: real index files, one-line errors.
+
+The verbs run in this process through the real entry point (``clients.sunlib``); what is about
+the process itself (which modules ``sunlib --help`` and ``sunlib search`` load) runs in a
+subprocess."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from clients import sunlib
+from clients import sunlib, sunlib_process
 from sunlib.steps import Step
 
 
 @pytest.fixture
-def indexed(vault: Path) -> Path:
-    r = sunlib("index", str(vault), "--provider", "hash", "--json")
+def indexed(hash_vault: Path) -> Path:
+    """A vault indexed by ``sunlib index --provider hash`` (which also remembers it)."""
+    r = sunlib("index", str(hash_vault), "--provider", "hash", "--json")
     assert r.returncode == 0, r.stderr
-    return vault
+    return hash_vault
 
 
 def test_index_reports_json_summary(vault: Path) -> None:
@@ -133,6 +141,14 @@ def test_errors_are_one_line_and_nonzero(indexed: Path, args: list[str], message
     assert "Traceback" not in r.stderr
 
 
+def test_python_m_sunlib_is_the_same_entry_point(tmp_path: Path) -> None:
+    """The one subprocess of the error tests: ``python -m sunlib`` runs ``main`` (one line, exit 1)."""
+    r = sunlib_process("search", "x", "--vault", str(tmp_path / "nowhere"))
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == [f"error: vault folder not found: {tmp_path / 'nowhere'}"]
+    assert r.stderr == sunlib("search", "x", "--vault", str(tmp_path / "nowhere")).stderr
+
+
 def test_missing_index_and_bad_config_are_clear(vault: Path) -> None:
     r = sunlib("search", "x", "--vault", str(vault))
     assert r.returncode != 0 and "has no index yet" in r.stderr
@@ -149,3 +165,41 @@ def test_bad_input_loses_nothing(indexed: Path) -> None:
     r = sunlib("status", "--vault", str(indexed), "--json", env={"SUNLIB_EMBEDDING__PROVIDER": "hash"})
     assert json.loads(r.stdout)["counts"]["notes"] == 21
     assert db.stat().st_size >= before
+
+
+SERVER_MODULES = ["fastapi", "sse_starlette", "starlette", "uvicorn"]
+# run the CLI's entry point in a fresh interpreter, then report its exit code and the server modules loaded
+PROBE = """
+import json, sys
+from sunlib.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "loaded": sorted(m for m in %r if m in sys.modules)}))
+"""
+
+
+def _probe(*args: str) -> tuple[int, list[str]]:
+    env = {**os.environ, "SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE % SERVER_MODULES, *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    return result["code"], result["loaded"]
+
+
+def test_help_and_search_do_not_import_the_server(indexed: Path) -> None:
+    assert _probe("--help") == (0, [])
+    assert _probe("search", "empty ACL", "--vault", str(indexed), "-n", "1") == (0, [])  # hybrid: embedder too
+    code, loaded = _probe("serve", "--port", "notaport")
+    assert code == 2 and loaded == []  # a usage error is found before the verb imports the server
+    # the probe would see them: importing the server package loads FastAPI
+    r = subprocess.run(
+        [sys.executable, "-c", "import json, sys, sunlib.server; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert {"fastapi", "starlette"} <= set(json.loads(r.stdout))

@@ -1,7 +1,7 @@
 """Answer evaluation: the QA loader, the shipped QA sets, the product's targets on e5, and the
 ``sunlib eval rag`` / ``eval calibrate`` / ``ask`` / ``runs`` commands as a user runs them.
 
-The CLI tests run the real command (``python -m sunlib``, as tests/test_cli.py does) on
+The CLI tests run the real command (its entry point in-process, as tests/test_cli.py does) on
 a private copy of the sample vault indexed with the ``hash`` embedder; the targets run
 the real pipeline on the session's e5 index.
 """

@@ -15,13 +15,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from clients import sunlib
 from sunlib import Library
 from sunlib.config import EmbeddingSettings, load_settings
 from sunlib.contracts import SearchFilters, to_jsonable
@@ -289,7 +289,8 @@ register_embedder("degrading-gemini")(_degrading_gemini)
 
 
 def _sunlib(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sunlib", *args], capture_output=True, text=True, env=env, timeout=300)
+    """The CLI with exactly ENV as its environment."""
+    return sunlib(*args, env={**dict.fromkeys(set(os.environ) - set(env)), **env})
 
 
 def test_missing_key_fails_loudly_instead_of_falling_back(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:

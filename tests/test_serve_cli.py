@@ -27,10 +27,10 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def indexed(vault: Path) -> Path:
-    r = sunlib("index", str(vault), "--provider", "hash", "--json")
+def indexed(hash_vault: Path) -> Path:
+    r = sunlib("index", str(hash_vault), "--provider", "hash", "--json")
     assert r.returncode == 0, r.stderr
-    return vault
+    return hash_vault
 
 
 class Serving:

@@ -1,9 +1,14 @@
-"""The ``sunlib`` command line: one module per verb group, errors as one line + exit code."""
+"""The ``sunlib`` command line: one module per verb group, errors as one line + exit code.
+
+The verb modules import what ``--help`` and the reading verbs need; the server (FastAPI,
+uvicorn) is imported by ``sunlib serve`` only, when it runs.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
 import apsw
 
@@ -15,13 +20,14 @@ EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); always ends in ``SystemExit``."""
     try:
-        app()
-    except SunlibError as exc:
+        app(args=list(argv) if argv is not None else None)
+    except SunlibError as exc:  # StoreFull, StoreBusy, StoreCorrupt too: their messages say what to do
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_ERROR)
-    except apsw.FullError:
+    except apsw.FullError:  # until the store boundary converts it to StoreFull
         print(
             "error: the disk holding the index is full; everything committed before is kept: "
             "free some space and run the command again",

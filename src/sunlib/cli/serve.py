@@ -9,7 +9,6 @@ import typer
 
 from ..config import merge
 from ..errors import UserError
-from ..server.auth import is_loopback_host
 from .app import app
 from .common import VAULT_HELP, err, open_library, remember_vault
 
@@ -23,9 +22,10 @@ def serve(
     index_first: Annotated[bool, typer.Option("--index/--no-index", help="bring the index up to date first")] = True,
 ) -> None:
     """Serve the REST + SSE API (OpenAPI at /docs) and the web UI. Without tokens: loopback only."""
-    import uvicorn
+    import uvicorn  # the server's modules load here, never for the other verbs
 
     from ..server import create_app
+    from ..server.auth import is_loopback_host
 
     lib = open_library(vault, config)
     s = lib.settings.server

@@ -1,4 +1,11 @@
-"""Every error is JSON ``{error, message}`` with a fitting status; never a traceback."""
+"""Every error is JSON ``{error, message}`` with a fitting status; never a traceback.
+
+sunlib's exceptions map to statuses in one place (``status_of``): the caller's mistakes are
+400, a failing provider 502 (503 without its key), and the store's failures 507 when the disk
+is full (``StoreFull``) and 503 otherwise (``StoreBusy``, ``StoreCorrupt``, any other index
+error): the request may succeed later, once space is freed, the writer is done or the index
+is repaired. ``error`` is the exception's ``code`` (``store_full``, ``store_busy``, ...).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,16 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import ConfigError, DatasetError, IndexError_, MissingCredentials, ProviderError, SunlibError, UserError
+from ..errors import (
+    ConfigError,
+    DatasetError,
+    IndexError_,
+    MissingCredentials,
+    ProviderError,
+    StoreFull,
+    SunlibError,
+    UserError,
+)
 
 log = logging.getLogger("sunlib.server")
 
@@ -29,7 +45,9 @@ def status_of(exc: SunlibError) -> int:
         return 503
     if isinstance(exc, ProviderError):
         return 502
-    if isinstance(exc, IndexError_):
+    if isinstance(exc, StoreFull):
+        return 507
+    if isinstance(exc, IndexError_):  # StoreBusy, StoreCorrupt and the index's other failures
         return 503
     return 500
 
@@ -56,6 +74,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: _described("conflict: the path is taken"),
     413: _described("the request body is too large"),
     422: _described("the request body or parameters are invalid"),
+    502: _described("an embedding or LLM provider failed"),
+    503: _described("unavailable for now: the index is busy, damaged or missing, or a provider has no key"),
+    507: _described("the disk holding the index is full; what was committed before is kept"),
 }
 SSE_EVENT = {  # one server-sent event: its name and its data, a JSON document
     "type": "object",

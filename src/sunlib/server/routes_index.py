@@ -18,7 +18,14 @@ from ..library import Library
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, ApiError
 from .jobs import Job
-from .schemas import RagRunBody
+from .schemas import (
+    IndexStatusOut,
+    JobResultOut,
+    JobStartedOut,
+    RagRunBody,
+    RagRunOut,
+    RagRunStartedOut,
+)
 
 router = APIRouter(prefix="/api", tags=["index and benchmarks"], responses=ERROR_RESPONSES)
 
@@ -35,7 +42,7 @@ def _worker_library(request: Request) -> Library:
     return Library(state.library.vault, state.settings)
 
 
-@router.get("/index/status")
+@router.get("/index/status", response_model=IndexStatusOut)
 def index_status(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     state = request.app.state.sunlib
     with state.lock:
@@ -43,7 +50,7 @@ def index_status(request: Request, principals: tuple[str, ...] = Depends(princip
     return {**status, "jobs": [j.view() for j in state.jobs.recent("rebuild")]}
 
 
-@router.post("/index/rebuild", status_code=202)
+@router.post("/index/rebuild", status_code=202, response_model=JobStartedOut)
 def rebuild(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """Bring the index up to date with the vault (text, then vectors) as a background job."""
     state = request.app.state.sunlib
@@ -58,7 +65,7 @@ def rebuild(request: Request, principals: tuple[str, ...] = Depends(principals_f
     return {**job.view(), "url": f"/api/index/jobs/{job.job_id}"}
 
 
-@router.get("/index/jobs/{job_id}")
+@router.get("/index/jobs/{job_id}", response_model=JobResultOut)
 def index_job(job_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     job = _readable(request.app.state.sunlib.jobs.get(job_id), principals, "rebuild", "embed")
     return {**job.view(), "result": job.result}
@@ -83,7 +90,7 @@ def _qa_path(name: str, vault: Path) -> Path:
     return path
 
 
-@router.post("/benchmarks/rag/runs", status_code=202)
+@router.post("/benchmarks/rag/runs", status_code=202, response_model=RagRunStartedOut)
 def start_rag_run(
     body: RagRunBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> JSONResponse:
@@ -116,7 +123,7 @@ def start_rag_run(
     return JSONResponse(view, status_code=202)
 
 
-@router.get("/benchmarks/rag/runs/{run_id}")
+@router.get("/benchmarks/rag/runs/{run_id}", response_model=RagRunOut)
 def rag_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     job = _readable(request.app.state.sunlib.jobs.get(run_id), principals, "rag_benchmark")
     return {**job.view(), "run_id": job.job_id, "report": job.result}

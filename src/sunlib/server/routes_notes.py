@@ -58,6 +58,7 @@ from .app import ServerState
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, ApiError
 from .jobs import Job
+from .schemas import NoteOut, NotesOut, NoteWrittenOut
 
 MAX_NOTE_BYTES = 1_000_000  # UTF-8 bytes of a note's text
 
@@ -271,7 +272,7 @@ def _written(state: ServerState, note_id: str | None, path: str, report: IndexRe
 # -- routes ----------------------------------------------------------------------------------
 
 
-@router.get("")
+@router.get("", response_model=NotesOut)
 def list_notes(
     request: Request,
     limit: int = Query(50, ge=1, le=500),
@@ -287,7 +288,7 @@ def list_notes(
     return {"notes": notes, "total": total, "limit": limit, "offset": offset}
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, response_model=NoteWrittenOut)
 def create_note(
     body: NoteCreate, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> dict[str, Any]:
@@ -303,7 +304,7 @@ def create_note(
     return {**note, "vectors_job": _start_vectors(request, principals, report)}
 
 
-@router.get("/{note_id}")
+@router.get("/{note_id}", response_model=NoteOut)
 def get_note(note_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """A note's metadata, its text and its chunks' spans (to highlight a citation)."""
     state: ServerState = request.app.state.sunlib
@@ -312,7 +313,7 @@ def get_note(note_id: str, request: Request, principals: tuple[str, ...] = Depen
         return _detail(state.library.store, row, text)
 
 
-@router.patch("/{note_id}")
+@router.patch("/{note_id}", response_model=NoteWrittenOut)
 def update_note(
     note_id: str, body: NoteUpdate, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> dict[str, Any]:
@@ -329,7 +330,7 @@ def update_note(
     return {**note, "vectors_job": _start_vectors(request, principals, report)}
 
 
-@router.delete("/{note_id}", status_code=204, response_class=Response)
+@router.delete("/{note_id}", status_code=204, response_class=Response, response_model=None)
 def delete_note(note_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> Response:
     """Remove the note file and its sidecar; search stops finding it before this answers."""
     state: ServerState = request.app.state.sunlib
@@ -342,7 +343,7 @@ def delete_note(note_id: str, request: Request, principals: tuple[str, ...] = De
     return Response(status_code=204)
 
 
-@router.post("/{note_id}/move")
+@router.post("/{note_id}/move", response_model=NoteWrittenOut)
 def move_note(
     note_id: str, body: NoteMove, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from ..errors import SunlibError
 from ..steps import Step, describe
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
-from .schemas import AskBody, SearchBody
+from .schemas import AskBody, AskOut, SearchBody, SearchOut, StepsOut
 
 router = APIRouter(prefix="/api", tags=["search and ask"], responses=ERROR_RESPONSES)
 
@@ -25,7 +25,7 @@ class RunCancelled(Exception):
     """The client went away: stop the run at the next step or token."""
 
 
-@router.post("/search")
+@router.post("/search", response_model=SearchOut)
 def search(req: SearchBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """Hybrid, BM25 or dense search with filters; every result has a snippet and a citation."""
     state = request.app.state.sunlib
@@ -40,7 +40,7 @@ def frame_json(result: AskResult) -> dict[str, Any]:
     return {**to_jsonable(result.frame), "run_id": result.run_id}
 
 
-@router.post("/ask")
+@router.post("/ask", response_model=AskOut)
 def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """The AnswerFrame (cited answer or refusal with its reason), its run_id and the run chain."""
     state = request.app.state.sunlib
@@ -49,7 +49,7 @@ def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(pr
     return {**frame_json(result), "trace": to_jsonable(result.trace)}
 
 
-@router.get("/steps")
+@router.get("/steps", response_model=StepsOut)
 def steps() -> dict[str, Any]:
     """The trace steps, in the order of a single-shot ask: each step's name, key, description and
     the detail keys shown first; which step holds the run's summary, and which one is a round."""

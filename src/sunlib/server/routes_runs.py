@@ -8,11 +8,12 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, ApiError
+from .schemas import RunOut, RunsOut
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
 
-@router.get("")
+@router.get("", response_model=RunsOut)
 def list_runs(
     request: Request,
     limit: int = Query(20, ge=1, le=200),
@@ -25,7 +26,7 @@ def list_runs(
     return {"runs": runs, "limit": limit, "offset": offset}
 
 
-@router.get("/{run_id}")
+@router.get("/{run_id}", response_model=RunOut)
 def get_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     state = request.app.state.sunlib
     with state.lock:

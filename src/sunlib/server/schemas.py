@@ -1,8 +1,8 @@
-"""Request bodies (pydantic). Responses are the contracts as JSON (see `sunlib.contracts`)."""
+"""The HTTP API's types (pydantic): request bodies, then the response model of every route."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -66,3 +66,281 @@ class RagRunBody(BaseModel):
         description="a bundled QA set (sample_vault, sample_vault_calibration) or a .jsonl path in the vault",
     )
     limit: int | None = Field(None, ge=1, le=10_000)
+
+
+# -- responses -------------------------------------------------------------------------------
+#
+# What each route sends, for /openapi.json and for clients. The routes still build their JSON
+# from the contracts (`to_jsonable`, `SearchResult.as_json`, the store's rows); FastAPI checks
+# it against these models on the way out. Every model allows extra keys: a field added to a
+# contract reaches clients unchanged (the schema says so with additionalProperties), while the
+# fields listed here are the ones clients may rely on.
+
+
+class Out(BaseModel):
+    """Base of the response models: fields as documented, extra keys passed through."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class CitationOut(Out):
+    citation_id: str
+    chunk_id: str
+    note_id: str
+    path: str
+    title: str
+    heading_path: list[str]
+    start: int = Field(description="UTF-16 code units into the note's text")
+    end: int
+    start_line: int
+    end_line: int
+    quote: str
+
+
+class RouteScoreOut(Out):
+    rank: int = Field(description="1-based rank in this route's list")
+    score: float = Field(description="the route's raw score (BM25, or cosine similarity)")
+    contribution: float = Field(description="what this route added to the fused score")
+
+
+class StepOut(Out):
+    name: str
+    status: str = Field(description="ok | skipped | error | warning")
+    latency_ms: float
+    input_summary: str
+    output_summary: str
+    details: dict[str, Any]
+    span_id: str = Field(description="this step's span, unique within the run")
+    parent_id: str | None = Field(description="the span this step ran inside (a round), or null")
+    iteration: int = Field(description="the round this step belongs to; 0 for a single-shot ask")
+
+
+class TraceOut(Out):
+    run_id: str
+    kind: str
+    steps: list[StepOut]
+    total_ms: float
+    warnings: list[str]
+
+
+class SearchHitOut(Out):
+    chunk_id: str
+    note_id: str
+    path: str
+    title: str
+    heading_path: list[str]
+    score: float
+    snippet: str
+    highlights: list[list[int]] = Field(description="[start, end] spans of the snippet to highlight")
+    tags: list[str]
+    citation: CitationOut
+    routes: dict[str, RouteScoreOut]
+
+
+class SearchOut(Out):
+    query: str
+    mode: str
+    total_candidates: int
+    warnings: list[str]
+    results: list[SearchHitOut]
+    run_id: str
+    trace: TraceOut
+
+
+class EvidenceOut(Out):
+    source: int
+    chunk_id: str
+    note_id: str
+    path: str
+    title: str
+    heading_path: list[str]
+    text: str
+    score: float
+    start: int
+    end: int
+    start_line: int
+    end_line: int
+    ordinal: int
+    expanded_from: str | None
+
+
+class SourceCardOut(Out):
+    note_id: str
+    path: str
+    title: str
+    chapter: str | None
+    version: str | None
+    summary: str | None
+    chunk_ids: list[str]
+
+
+class SentenceOut(Out):
+    text: str
+    refs: list[str]
+    supported: bool
+    overlap: float
+    threshold: float
+    rejected_refs: list[str]
+
+
+class RefusalOut(Out):
+    code: str = Field(description="low_gate | missing_name | missing_quantity | no_evidence | writer_failed | ...")
+    params: dict[str, Any]
+    message: str = Field(description="the sentence users read")
+
+
+class FrameOut(Out):
+    """An AnswerFrame: a cited answer, or a refusal with its reasons."""
+
+    question: str
+    answer: str
+    evidence: list[EvidenceOut]
+    citations: list[CitationOut]
+    refused: bool
+    refusal_reason: str | None
+    confidence: float
+    route: str
+    confidence_level: str
+    sources: list[SourceCardOut]
+    sentences: list[SentenceOut]
+    unsupported: int
+    version: int
+    refusals: list[RefusalOut] = Field(description="one record per reason to refuse; empty for an answer")
+
+
+class AskOut(FrameOut):
+    run_id: str
+    trace: TraceOut
+
+
+class RunSummaryOut(Out):
+    run_id: str
+    kind: str
+    created_at: float
+    principals: list[str]
+    question: str | None
+    refused: bool
+    total_ms: float
+
+
+class RunsOut(Out):
+    runs: list[RunSummaryOut]
+    limit: int
+    offset: int
+
+
+class RunOut(RunSummaryOut):
+    frame: dict[str, Any] = Field(description="the AnswerFrame as it was saved")
+    trace: dict[str, Any] = Field(description="the run chain as it was saved")
+
+
+class ProgressOut(Out):
+    phase: str
+    done: int
+    total: int
+
+
+class JobOut(Out):
+    job_id: str
+    kind: str
+    status: str = Field(description="queued | running | done | failed")
+    progress: ProgressOut
+    created_at: float
+    finished_at: float | None
+    error: str | None
+
+
+class JobStartedOut(JobOut):
+    url: str = Field(description="where to poll the job")
+
+
+class JobResultOut(JobOut):
+    result: dict[str, Any] | None = Field(description="the job's report once it is done")
+
+
+class SpaceOut(Out):
+    name: str
+    provider: str
+    model: str
+    dim: int
+    chunker: str
+    vectors: int
+
+
+class IndexStatusOut(Out):
+    vault: str
+    index: str
+    counts: dict[str, int]
+    chunker: str | None
+    active_space: str
+    vectors_pending: int
+    vectors_total: int
+    spaces: list[SpaceOut]
+    text_indexed_at: str | None
+    jobs: list[JobOut]
+
+
+class RagRunStartedOut(JobOut):
+    run_id: str
+    events: str = Field(description="the run's server-sent events")
+
+
+class RagRunOut(JobOut):
+    run_id: str
+    report: dict[str, Any] | None = Field(
+        description="once done: total_cases, successful_cases, failed_cases, failure_rate, metrics, cases"
+    )
+
+
+class NoteSummaryOut(Out):
+    note_id: str
+    path: str
+    title: str
+    tags: list[Any]
+    metadata: dict[str, Any]
+    mtime: float
+
+
+class NotesOut(Out):
+    notes: list[NoteSummaryOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class NoteChunkOut(Out):
+    chunk_id: str
+    ordinal: int
+    heading_path: list[str]
+    start: int = Field(description="UTF-16 code units into content")
+    end: int
+    start_line: int = Field(description="1-based, inclusive")
+    end_line: int
+
+
+class NoteOut(NoteSummaryOut):
+    links: list[str]
+    content_hash: str
+    in_sync: bool = Field(description="false when the file changed on disk and cannot be indexed")
+    content: str | None
+    chunks: list[NoteChunkOut]
+
+
+class NoteWrittenOut(NoteOut):
+    vectors_job: str | None = Field(description="the background job embedding the note, if one was started")
+
+
+class StepInfoOut(Out):
+    name: str
+    key: str
+    description: str
+    lead_keys: list[str] = Field(description="the detail keys the UI shows first")
+
+
+class StepsOut(Out):
+    """The step registry as ``GET /api/steps`` serves it (see ``sunlib.steps.describe``)."""
+
+    steps: list[StepInfoOut]
+    ask: list[str] = Field(description="the steps of a single-shot ask, in order")
+    summary: str = Field(description="the step that holds the run's summary")
+    round: str = Field(description="the step that groups one round of a multi-round run")
