@@ -162,7 +162,7 @@ class Asker:
             )
             frame = self._refusal(question, reason, selection, lang)
         else:
-            notes = {c.note_id: self.lib.store.note_by_id(c.note_id) or {} for c in checked.citations}
+            notes = {c.note_id: self.lib.store.note_by_id(c.note_id) for c in checked.citations}
             frame = AnswerFrame(
                 question=question,
                 answer=draft.text,

@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-import apsw
-
-from ..errors import SunlibError
+from ..errors import StoreFull, SunlibError
 from . import admin, ask, evaluate, index, search, serve  # noqa: F401 - registers the verbs
 from .app import app
 
@@ -18,15 +16,11 @@ EXIT_INTERRUPTED = 130
 def main() -> None:
     try:
         app()
-    except SunlibError as exc:
+    except StoreFull as exc:  # raised at the store boundary; says what is kept and what to do
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_ERROR)
-    except apsw.FullError:
-        print(
-            "error: the disk holding the index is full; everything committed before is kept: "
-            "free some space and run the command again",
-            file=sys.stderr,
-        )
+    except SunlibError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:
         print("interrupted: committed work is kept; run the command again to finish", file=sys.stderr)
