@@ -5,7 +5,7 @@ DocumentStore / VectorIndex protocols through these helpers."""
 
 from __future__ import annotations
 
-from sunlib.store import DocumentStore, Space, Store
+from sunlib.store import DocumentStore, Space, Store, embed_text_for
 
 
 def chunk_ids_by_path(store: DocumentStore) -> dict[str, list[str]]:
@@ -29,3 +29,17 @@ def vector_count(store: Store, space: Space) -> int:
 def embedded_chunk_ids(store: Store, space: Space) -> set[str]:
     """Chunks that have a vector in the space."""
     return set(store.vectors.vectors_for(space, sorted(all_chunk_ids(store))))
+
+
+def embed_texts(store: DocumentStore) -> set[str]:
+    """What the embedders saw (or will see) for every chunk."""
+    return {
+        embed_text_for(c.title, c.heading_path, c.text)
+        for note_id, _, _ in store.iter_notes()
+        for c in store.chunks_of_note(note_id)
+    }
+
+
+def paths_with_vectors(store: Store, space: Space) -> set[str]:
+    embedded = embedded_chunk_ids(store, space)
+    return {path for path, ids in chunk_ids_by_path(store).items() if embedded & set(ids)}
