@@ -305,3 +305,29 @@ def test_many_openers_of_a_new_index_migrate_it_once(tmp_path: Path) -> None:
         for t in threads:
             t.join(timeout=60)
     assert errors == []
+
+
+# -- two writers -------------------------------------------------------------------------------
+
+
+def test_two_index_processes_on_one_vault_never_leave_orphan_vectors(tmp_path: Path) -> None:
+    # Both processes read the same notes as changed, so each rewrites chunks whose old versions the
+    # other is embedding. A vector computed from a chunk that was rewritten or deleted meanwhile
+    # must be refused (its stamp is gone), never stored under a row that no chunk owns.
+    vault = kt.build_vault(tmp_path / "vault", notes=60, seed=5)
+    index_dir, home = tmp_path / "idx", tmp_path / "home"
+    for round_ in range(4):
+        if round_:
+            vault.mutate(25)
+        procs = [start_index(vault.root, index_dir, home) for _ in range(2)]
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+        report = check_index(index_dir / kt.DB)
+        assert report["ok"], (round_, report["problems"])
+        for space in report["spaces"]:
+            assert space["pending"] == 0, (round_, space)
+    queries = kt.matches()
+    clean = tmp_path / "clean"
+    kt.run_index(vault.root, clean, home)
+    assert differences(fingerprint(index_dir / kt.DB, queries), fingerprint(clean / kt.DB, queries)) == []

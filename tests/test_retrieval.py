@@ -156,11 +156,7 @@ def test_folder_filter_matches_whole_path_segments(hash_library: Library) -> Non
 
 def test_tag_and_note_id_filters(hash_library: Library) -> None:
     store = hash_library.store
-    tagged = {
-        path
-        for note in store.list_notes(["public", "ops", "team"], tag="cjk", limit=500)[0]
-        for path in [note.path]
-    }
+    tagged = {note.path for note in store.list_notes(["public", "ops", "team"], tag="cjk", limit=500)[0]}
     assert tagged == {"guide/indexing/chunking.md", "zh/指南/中文检索.md"}
     for mode in MODES:
         for tag in ("cjk", "#CJK"):

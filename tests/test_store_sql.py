@@ -6,9 +6,11 @@ import numpy as np
 
 from sunlib import Library
 from sunlib.contracts import SearchFilters
-from sunlib.store import connect, versions
+from sunlib.store import Visibility, connect, versions
+from sunlib.store.db import visible_sql
+from sunlib.store.lexical import bm25_sql
 from sunlib.store.migrations import SCHEMA_VERSION
-from sunlib.store.sqlite import bm25_sql, knn_sql
+from sunlib.store.vectors import knn_sql
 
 
 def plan(lib: Library, sql: str, params: list[object]) -> list[str]:
@@ -25,7 +27,7 @@ def test_schema_version_and_tables(hash_library: Library) -> None:
 
 
 def test_bm25_plan_matches_text_first_and_filters_by_the_visible_set(hash_library: Library) -> None:
-    table = hash_library.store.visible_table(["public"], SearchFilters(tags=("search",)))
+    table = hash_library.store.db.visible_table(Visibility(("public",), SearchFilters(tags=("search",))))
     steps = plan(hash_library, bm25_sql(table), ['"search"', 10])
     assert steps[0].startswith("SCAN chunks_fts VIRTUAL TABLE INDEX") and ":M" in steps[0]
     assert "=" not in steps[0].split("INDEX", 1)[1]  # the rowid list does not drive the full-text scan
@@ -34,7 +36,7 @@ def test_bm25_plan_matches_text_first_and_filters_by_the_visible_set(hash_librar
 
 def test_knn_plan_carries_the_visibility_constraint(hash_library: Library) -> None:
     space = hash_library.space
-    table = hash_library.store.visible_table(["public"], SearchFilters())
+    table = hash_library.store.db.visible_table(Visibility(("public",)))
     q = np.zeros(space.dim, dtype=np.float32).tobytes()
     steps = plan(hash_library, knn_sql(space, table), [q, 5])
     assert steps[0].startswith(f"SCAN {space.vec_table} VIRTUAL TABLE")
@@ -44,14 +46,16 @@ def test_knn_plan_carries_the_visibility_constraint(hash_library: Library) -> No
 def test_visible_set_is_the_acl_and_filter_sql_and_follows_writes(hash_library: Library) -> None:
     store = hash_library.store
     for principals, filters in ((["public"], SearchFilters()), (["ops"], SearchFilters(folders=("internal",)))):
-        table = store.visible_table(principals, filters)
+        visibility = Visibility(tuple(principals), filters)
+        table = store.db.visible_table(visibility)
         cached = sorted(r[0] for r in store.conn.execute(f"SELECT id FROM temp.{table}"))
-        assert cached == sorted(store.visible_rowids(principals, filters).tolist())
-        assert store.visible_table(principals, filters) == table  # reused while nothing is written
-    before = store.visible_table(["public"], SearchFilters())
+        sql, params = visible_sql(visibility)
+        assert cached == sorted(r[0] for r in store.conn.execute(sql, params))
+        assert store.db.visible_table(visibility) == table  # reused while nothing is written
+    before = store.db.visible_table(Visibility(("public",)))
     (hash_library.vault / "fresh.md").write_text("# Fresh\n\nA brand new public note.\n", encoding="utf-8")
     hash_library.index()
-    after = store.visible_table(["public"], SearchFilters())
+    after = store.db.visible_table(Visibility(("public",)))
     assert after != before  # a write makes a new visible set
     assert hash_library.search("brand new public note", mode="bm25", limit=1).hits[0].path == "fresh.md"
 
