@@ -126,20 +126,27 @@ class SqliteVectors:
     def reconcile(self, space: Space) -> Reconciled:
         """Drop vectors whose chunk is gone or carries another stamp (and stamps without a vector)."""
         if not self.has_space(space):
-            pending, _ = self.count_pending(space)
-            return Reconciled(space.name, 0, 0, pending)
-        with self.db.conn:
-            orphans = [int(r[0]) for r in self.db.conn.execute(_ORPHANS.format(rowids=_rowids(space)))]
-            stale = [int(r[0]) for r in self.db.conn.execute(_STALE.format(rowids=_rowids(space)), (space.name,))]
-            if orphans or stale:
+            return Reconciled(space.name, 0, 0, self.count_pending(space)[0])
+        orphans, stale = self._out_of_step(space)
+        if orphans or stale:
+            # Write first, then look again under the write lock: a read that turns into a write
+            # would fail at once (SQLITE_BUSY) if another process committed in between.
+            with self.db.conn:
                 self.db.bump()
+                orphans, stale = self._out_of_step(space)
                 self._drop(space, orphans + stale)
-            self.db.conn.execute(
-                "DELETE FROM vector_stamps WHERE space = ?"
-                f" AND chunk_rowid NOT IN (SELECT rowid FROM {_rowids(space)})",
-                (space.name,),
-            )
+                self.db.conn.execute(
+                    "DELETE FROM vector_stamps WHERE space = ?"
+                    f" AND chunk_rowid NOT IN (SELECT rowid FROM {_rowids(space)})",
+                    (space.name,),
+                )
         return Reconciled(space.name, len(orphans), len(stale), self.count_pending(space)[0])
+
+    def _out_of_step(self, space: Space) -> tuple[list[int], list[int]]:
+        """(rowids of vectors whose chunk is gone, rowids of vectors with another stamp than their chunk)."""
+        orphans = [int(r[0]) for r in self.db.conn.execute(_ORPHANS.format(rowids=_rowids(space)))]
+        stale = [int(r[0]) for r in self.db.conn.execute(_STALE.format(rowids=_rowids(space)), (space.name,))]
+        return orphans, stale
 
     # -- reads ---------------------------------------------------------------------------------
 
