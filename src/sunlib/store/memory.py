@@ -49,6 +49,7 @@ class MatrixCache:
         self._lock = threading.Lock()
         self._matrices: OrderedDict[tuple[str, str, int], _Matrix] = OrderedDict()
         self._masks: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+        self.loads = 0  # matrices loaded from a source so far (what sharing saves)
 
     def matrix(self, key: tuple[str, str, int], load: SourceLoad) -> _Matrix:
         with self._lock:
@@ -58,6 +59,8 @@ class MatrixCache:
                 return found
         chunk_ids, matrix = load()  # outside the lock: loading may take a while
         matrix.setflags(write=False)
+        with self._lock:
+            self.loads += 1
         entry = _Matrix(tuple(chunk_ids), {c: i for i, c in enumerate(chunk_ids)}, matrix)
         with self._lock:
             self._matrices[key] = entry
