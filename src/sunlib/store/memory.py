@@ -117,7 +117,7 @@ class NumpyVectors:
             mask[rows] = True
             return mask
 
-        mask = self.cache.mask((self.identity, generation, space.name, visibility), build)
+        mask = self.cache.mask((self.identity, generation, space.name, *visibility.key), build)
         scores = np.where(mask, entry.matrix @ np.asarray(query, dtype=np.float32), -np.inf)
         k = min(k, int(mask.sum()))
         if k <= 0:

@@ -47,8 +47,11 @@ class Visibility:
     principals: tuple[str, ...] = ("public",)
     filters: SearchFilters = field(default_factory=SearchFilters)
 
-    def __post_init__(self) -> None:  # one value per meaning: principals sorted, without repeats
-        object.__setattr__(self, "principals", tuple(sorted(set(self.principals))))
+    @property
+    def key(self) -> tuple[object, ...]:
+        """One value per meaning (principals sorted, without repeats): what backends cache on.
+        ``principals`` itself keeps the caller's order, as traces show it."""
+        return (tuple(sorted(set(self.principals))), self.filters)
 
     @classmethod
     def of(cls, principals: Iterable[str], filters: SearchFilters | None = None) -> Visibility:
