@@ -1,12 +1,17 @@
-"""Snapshot checks of the store's SQL: schema, query plans, and versions."""
+"""The SQLite backend itself: schema, query plans, versions, and its errors at the store boundary."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from sunlib import Library
 from sunlib.contracts import SearchFilters
-from sunlib.store import Visibility, connect, versions
+from sunlib.errors import StoreBusy, StoreCorrupt
+from sunlib.store import SqliteStore, Visibility, connect, versions
 from sunlib.store.db import visible_sql
 from sunlib.store.lexical import bm25_sql
 from sunlib.store.migrations import SCHEMA_VERSION
@@ -65,3 +70,40 @@ def test_versions_report_sqlite_and_sqlite_vec() -> None:
     major, minor = (int(x) for x in info["sqlite"].split(".")[:2])
     assert (major, minor) >= (3, 43)  # contentless_delete FTS5 tables need 3.43
     assert info["sqlite_vec"] == "v0.1.9" and info["fts5"] == "True"
+
+
+# -- errors at the store boundary ----------------------------------------------------------------
+
+
+def test_nothing_above_the_store_imports_apsw() -> None:
+    src = Path(__file__).resolve().parents[1] / "src" / "sunlib"
+    importers = [
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if "store" not in p.relative_to(src).parts[:1] and re.search(r"^\s*(import|from) apsw\b", p.read_text(), re.M)
+    ]
+    assert importers == []
+
+
+def test_a_file_that_is_not_an_index_is_store_corrupt(tmp_path: Path) -> None:
+    db = tmp_path / "sunlib.db"
+    db.write_bytes(b"this is not a database, just some text that fills a page" * 100)
+    with pytest.raises(StoreCorrupt, match="cannot open index"):
+        SqliteStore(db)
+
+
+def test_a_writer_held_past_the_busy_timeout_is_store_busy(hash_library: Library) -> None:
+    store = hash_library.store
+    store.conn.set_busy_timeout(50)  # this backend's knob: the test waits 50 ms instead of 10 s
+    other = connect(hash_library.db_path)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreBusy, match="busy"):
+            store.set_meta("probe", "1")
+        with pytest.raises(StoreBusy), store.transaction():
+            store.set_meta("probe", "2")
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    store.set_meta("probe", "3")  # the lock is gone: writes work again
+    assert store.get_meta("probe") == "3"
