@@ -107,3 +107,64 @@ def test_a_writer_held_past_the_busy_timeout_is_store_busy(hash_library: Library
         other.close()
     store.set_meta("probe", "3")  # the lock is gone: writes work again
     assert store.get_meta("probe") == "3"
+
+
+# -- deletion -----------------------------------------------------------------------------------
+
+
+def vec_tables(store: SqliteStore) -> list[str]:
+    return [r[0] for r in store.conn.execute("SELECT vec_table FROM spaces")]
+
+
+ALL = ["public", "team", "ops"]
+
+
+def test_deleted_note_vanishes_from_every_table(vault: Path) -> None:
+    target = "internal/ops-runbook.md"
+    phrase = "The rebuild window is Sunday 02:00 UTC."
+    lib = Library.open(vault, embedding={"provider": "hash"})
+    lib.index()
+    # a second space, so "every vec table" means more than one
+    with Library.open(vault, embedding={"provider": "counting"}) as other:
+        other.index()
+    store = lib.store
+    assert len(vec_tables(store)) == 2
+
+    note_rowid = store.conn.execute("SELECT id FROM notes WHERE path=?", (target,)).fetchone()[0]
+    rowids = [r[0] for r in store.conn.execute("SELECT id FROM chunks WHERE note_rowid=?", (note_rowid,))]
+    marks = ",".join("?" * len(rowids))
+    owned = {
+        "notes": ("SELECT count(*) FROM notes WHERE id=?", [note_rowid]),
+        "chunks": (f"SELECT count(*) FROM chunks WHERE id IN ({marks})", rowids),
+        "note_acl": ("SELECT count(*) FROM note_acl WHERE note_rowid=?", [note_rowid]),
+        "note_tags": ("SELECT count(*) FROM note_tags WHERE note_rowid=?", [note_rowid]),
+        "note_meta": ("SELECT count(*) FROM note_meta WHERE note_rowid=?", [note_rowid]),
+    }
+    for table in vec_tables(store):
+        owned[table] = (f"SELECT count(*) FROM {table} WHERE rowid IN ({marks})", rowids)
+
+    def fts_rowids() -> set[int]:
+        return {r[0] for r in store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH '\"sunday\"'")}
+
+    for name, (sql, params) in owned.items():
+        assert store.conn.execute(sql, params).fetchone()[0] > 0, f"precondition: {name} holds the note"
+    assert fts_rowids() & set(rowids)
+    hits = lib.search(phrase, mode="bm25", principals=["public", "ops"]).hits
+    assert hits[0].path == target
+
+    (vault / target).unlink()
+    report = lib.index()
+    assert report.deleted == [target]
+    assert report.added == report.changed == report.moved == []
+
+    for name, (sql, params) in owned.items():
+        assert store.conn.execute(sql, params).fetchone()[0] == 0, f"{name} still holds the deleted note"
+    assert not fts_rowids() & set(rowids)
+    assert not fts_rowids()  # "sunday" appeared nowhere else
+    assert target not in store.note_states()
+    for mode in ("bm25", "hybrid"):
+        result = lib.search(phrase, mode=mode, principals=ALL, limit=50)
+        assert all(h.path != target for h in result.hits), mode
+    assert lib.search("Sunday", mode="bm25", principals=ALL).hits == ()
+    assert store.integrity_check() == "ok"
+    lib.close()

@@ -158,7 +158,8 @@ class SqliteDocuments:
 
     def note_by_id(self, note_id: str) -> NoteRecord | None:
         row = self.db.conn.execute(
-            "SELECT id, note_id, path, title, metadata, links, content_hash, mtime FROM notes WHERE note_id=?",
+            "SELECT id, note_id, path, title, metadata, links, content_hash, mtime, indexed_at"
+            " FROM notes WHERE note_id=?",
             (note_id,),
         ).fetchone()
         if row is None:
@@ -166,7 +167,8 @@ class SqliteDocuments:
         acl = tuple(
             str(r[0]) for r in self.db.conn.execute("SELECT principal FROM note_acl WHERE note_rowid=?", (row[0],))
         )
-        return NoteRecord(row[1], row[2], row[3], json.loads(row[4]), tuple(json.loads(row[5])), row[6], row[7], acl)
+        links = tuple(json.loads(row[5]))
+        return NoteRecord(row[1], row[2], row[3], json.loads(row[4]), links, row[6], row[7], acl, row[8])
 
     def iter_notes(self) -> list[tuple[str, str, str]]:
         """(note_id, path, title) of every note, by path."""

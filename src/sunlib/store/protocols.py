@@ -113,6 +113,7 @@ class NoteRecord:
     content_hash: str
     mtime: float
     acl: tuple[str, ...]
+    indexed_at: float  # when this version of the note was stored
 
 
 @dataclass(frozen=True)
