@@ -11,7 +11,7 @@ from typing import Any
 from ..contracts import Chunk, Note
 from ..ingest.ids import sha256_hex
 from .db import Db, batches, visible_sql
-from .errors import at_boundary, translated
+from .errors import at_boundary
 from .protocols import ChunkRow, Counts, NoteRecord, NoteState, NoteSummary, Visibility, embed_text_for
 
 _CHUNK_COLUMNS = (
@@ -283,7 +283,7 @@ class SqliteDocuments:
     def save_run(self, run: Mapping[str, Any]) -> None:
         """Persist one run: keys run_id, kind, created_at, principals, question, refused,
         total_ms, frame, trace (the last two JSON-ready objects)."""
-        with translated(), self.db.conn:
+        with self.db.conn:
             self.db.conn.execute(
                 "INSERT OR REPLACE INTO runs(run_id, kind, created_at, principals, question, refused, total_ms,"
                 " frame, trace) VALUES (?,?,?,?,?,?,?,?,?)",

@@ -18,6 +18,7 @@ import apsw
 from ..errors import ConfigError
 from .db import Db
 from .documents import SqliteDocuments
+from .errors import at_boundary
 from .lexical import SqliteLexical
 from .memory import NumpyVectors
 from .protocols import LexicalIndex, Reconciled, Space, VectorIndex
@@ -35,6 +36,7 @@ def _numpy(db: Db, documents: SqliteDocuments) -> VectorIndex:
 DENSE_ENGINES: dict[str, Callable[[Db, SqliteDocuments], VectorIndex]] = {"sqlite-vec": _sqlite_vec, "numpy": _numpy}
 
 
+@at_boundary
 class SqliteStore(SqliteDocuments):
     def __init__(self, path: Path | str, dense_engine: str = "sqlite-vec") -> None:
         make = DENSE_ENGINES.get(dense_engine)
