@@ -28,7 +28,7 @@ from sunlib.contracts import SearchFilters
 from sunlib.indexing import sync_text
 from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
-from sunlib.store import Space, SqliteStore
+from sunlib.store import Space, SqliteStore, VectorItem
 
 DIM = 384
 QUERIES = 200
@@ -67,14 +67,15 @@ def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float) -> 
         text_s = time.perf_counter() - t0
         chunks = report.chunks_written
         space = Space("synthetic", "random-unit", DIM, "structure-v1:500:0.15")
-        lib.store.ensure_space(space)
+        lib.store.vectors.ensure_space(space)
         vectors = np.random.default_rng(0).standard_normal((chunks, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        pending = lib.store.pending_chunks(space)
+        pending = lib.store.vectors.pending(space)
         t0 = time.perf_counter()
         for i in range(0, len(pending), 1000):
             batch = pending[i : i + 1000]
-            lib.store.put_vectors(space, [(p.rowid, p.embed_hash, vectors[j + i]) for j, p in enumerate(batch)])
+            items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, vectors[j + i]) for j, p in enumerate(batch)]
+            lib.store.vectors.upsert(space, items)
         vec_s = time.perf_counter() - t0
 
         queries = [" ".join(rng.choices(vocab[:3000], k=rng.randint(2, 6))) for _ in range(QUERIES)]

@@ -433,7 +433,7 @@ def all_surfaces(lib: Library, vault: Vault, api: Api, callers: Iterable[frozens
         result = lib.ask(question, principals=sorted(who))
         check_clean(vault, who, to_jsonable(result.frame), "ask frame", question)
         check_clean(vault, who, to_jsonable(result.trace), "ask trace", question)
-        check_clean(vault, who, lib.store.list_notes(sorted(who))[0], "store.list_notes", question)
+        check_clean(vault, who, to_jsonable(lib.store.list_notes(sorted(who))[0]), "store.list_notes", question)
     for tok in TOKENS:
         who, client = http_principals(tok), api.bearer(tok)
         check_clean(vault, who, client.post("/api/search", json={"query": question}).json(), "api search", question)
@@ -461,7 +461,7 @@ def test_empty_acl_is_invisible_to_every_principal_set(tmp_path: Path) -> None:
         all_surfaces(lib, vault, Api(create_app(lib)), ALL_CALLERS, "garden backup server 预算 budget")
         # even the caller holding every principal (and a token holding them all) sees neither
         everyone = frozenset(PRINCIPALS)
-        listed = {n["note_id"] for n in lib.store.list_notes(sorted(everyone))[0]}
+        listed = {n.note_id for n in lib.store.list_notes(sorted(everyone))[0]}
         assert listed == {vault.note_ids[1], vault.note_ids[2]}
         for i in (0, 3):
             assert Api(create_app(lib)).bearer("tok-all").get(f"/api/notes/{vault.note_ids[i]}").status_code == 404

@@ -116,7 +116,7 @@ def test_list_only_visible_notes_with_paging_and_filters(app: FastAPI, lib: Libr
     assert r.status_code == 200
     body = r.json()
     paths = [n["path"] for n in body["notes"]]
-    indexed = {p: lib.store.note_by_id(i)["acl"] for i, p, _ in lib.store.iter_notes()}
+    indexed = {p: list(lib.store.note_by_id(i).acl) for i, p, _ in lib.store.iter_notes()}
     assert indexed[OPS_NOTE] == ["ops"] and OPS_NOTE not in paths
     assert sorted(paths) == paths == sorted(p for p, acl in indexed.items() if "public" in acl)
     assert body["total"] == len(paths) and body["limit"] == 500 and body["offset"] == 0
@@ -233,13 +233,13 @@ def test_vectors_job_completes_and_dense_search_finds_the_note(app: FastAPI, lib
     job = wait_job(app, note["vectors_job"])
     assert job.status == "done", job.error
     assert job.kind == "embed" and job.result["vectors_embedded"] >= 1
-    assert lib.store.count_pending(lib.space)[0] == 0
+    assert lib.store.vectors.count_pending(lib.space)[0] == 0
     assert note["note_id"] in [h["note_id"] for h in search(app, "plumbago xerophyte succulent", mode="dense")]
     # a move re-creates chunk rows: their vectors come back from the cache
     moved = call(app, "POST", f"/api/notes/{note['note_id']}/move", json={"new_path": "plants/vectors.md"}).json()
     job = wait_job(app, moved["vectors_job"])
     assert job.status == "done" and job.result["vectors_from_cache"] >= 1 and job.result["vectors_embedded"] == 0
-    assert lib.store.count_pending(lib.space)[0] == 0
+    assert lib.store.vectors.count_pending(lib.space)[0] == 0
 
 
 def test_patch_replaces_text_and_index(app: FastAPI, lib: Library, vault: Path) -> None:
@@ -548,7 +548,7 @@ def test_concurrent_patches_leave_one_whole_version(app: FastAPI, lib: Library, 
     final = (vault / "index.md").read_text("utf-8")
     assert final in contents
     winner = words[contents.index(final)]
-    assert lib.store.note_by_id(note_id)["content_hash"] == file_hash(vault, "index.md")
+    assert lib.store.note_by_id(note_id).content_hash == file_hash(vault, "index.md")
     assert hashlib.sha256(final.encode()).hexdigest() == file_hash(vault, "index.md")
     for w in words:
         hits = {h["note_id"] for h in search(app, w)}

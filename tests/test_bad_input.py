@@ -504,7 +504,7 @@ def test_concurrent_mixed_writes_to_one_note(app: FastAPI, lib: Library, vault: 
     for r in responses[-3:]:  # every read saw one whole version
         assert r.json()["content"] in contents or r.json()["content"] == (SAMPLE_VAULT / "index.md").read_text()
     row = lib.store.note_by_id(note_id)
-    assert row["path"] == "moved/index.md"
+    assert row is not None and row.path == "moved/index.md"
     assert not [p for p in vault.rglob("*") if p.name.endswith(TEMP_SUFFIX)]
 
 

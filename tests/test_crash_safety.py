@@ -8,6 +8,7 @@ benchmarks/kill_trials.py, fewer and smaller); checks use sunlib.store.check.
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import signal
 import subprocess
@@ -143,6 +144,8 @@ def _corrupt(db: Path, case: str) -> None:
         elif case == "vector of a missing chunk":
             blob = conn.execute(f"SELECT embedding FROM {vec} WHERE rowid = ?", (rowid,)).fetchone()[0]
             conn.execute(f"INSERT INTO {vec}(rowid, embedding) VALUES(?, ?)", (10**9, blob))
+        elif case == "vector of an older version of its chunk":
+            conn.execute("UPDATE vector_stamps SET stamp = stamp + 1000 WHERE chunk_rowid = ?", (rowid,))
         elif case == "vector rowid map out of step":
             conn.execute(f"DELETE FROM {vec}_rowids WHERE rowid = ?", (rowid,))
         elif case == "note gone, its rows left":
@@ -158,6 +161,7 @@ CORRUPTIONS = {
     "chunk row gone, its FTS and vector rows left": ["full-text rows without a chunk", "vectors of missing chunks"],
     "FTS row gone": ["chunks without a full-text row"],
     "vector of a missing chunk": ["vectors of missing chunks"],
+    "vector of an older version of its chunk": ["vectors computed from another version of their chunk"],
     "vector rowid map out of step": ["slot in"],
     "note gone, its rows left": ["chunks rows of missing notes", "note_acl rows of missing notes"],
 }
@@ -190,6 +194,32 @@ def test_checker_reports_a_deliberately_broken_index(indexed_sample: Path, tmp_p
     assert not report["ok"]
     for expected in CORRUPTIONS[case]:
         assert any(expected in problem for problem in report["problems"]), (expected, report["problems"])
+
+
+def test_doctor_finds_orphan_and_stale_vectors_and_repair_reconciles_them(indexed_sample: Path, tmp_path: Path) -> None:
+    index_dir, home = tmp_path / "index", tmp_path / "home"
+    index_dir.mkdir()
+    shutil.copy(indexed_sample, index_dir / kt.DB)
+    vault = indexed_sample.parent.parent / "vault"
+    _corrupt(index_dir / kt.DB, "vector of a missing chunk")
+    _corrupt(index_dir / kt.DB, "vector of an older version of its chunk")
+
+    def doctor(*args: str) -> tuple[int, dict[str, Any]]:
+        cmd = [sys.executable, "-m", "sunlib", "doctor", "--json", "-V", str(vault), *args]
+        r = subprocess.run(cmd, env=kt.index_env(index_dir, home), capture_output=True, text=True, timeout=120)
+        return r.returncode, json.loads(r.stdout)
+
+    code, found = doctor()
+    assert code == 1 and found["integrity"] == "problems"
+    assert any("vectors of missing chunks" in p for p in found["problems"]), found["problems"]
+    assert any("another version of their chunk" in p for p in found["problems"]), found["problems"]
+    code, repaired = doctor("--repair")
+    assert code == 0 and repaired["problems"] == [], repaired["problems"]
+    (space,) = repaired["repaired"]
+    assert (space["orphans_removed"], space["stale_removed"], space["pending"]) == (1, 1, 1)
+    kt.run_index(vault, index_dir, home)  # the stale vector's chunk is embedded again
+    report = check_index(index_dir / kt.DB)
+    assert report["ok"] and report["spaces"][0]["pending"] == 0
 
 
 def test_checker_reports_a_damaged_file(indexed_sample: Path, tmp_path: Path) -> None:
@@ -305,3 +335,29 @@ def test_many_openers_of_a_new_index_migrate_it_once(tmp_path: Path) -> None:
         for t in threads:
             t.join(timeout=60)
     assert errors == []
+
+
+# -- two writers -------------------------------------------------------------------------------
+
+
+def test_two_index_processes_on_one_vault_never_leave_orphan_vectors(tmp_path: Path) -> None:
+    # Both processes read the same notes as changed, so each rewrites chunks whose old versions the
+    # other is embedding. A vector computed from a chunk that was rewritten or deleted meanwhile
+    # must be refused (its stamp is gone), never stored under a row that no chunk owns.
+    vault = kt.build_vault(tmp_path / "vault", notes=60, seed=5)
+    index_dir, home = tmp_path / "idx", tmp_path / "home"
+    for round_ in range(4):
+        if round_:
+            vault.mutate(25)
+        procs = [start_index(vault.root, index_dir, home) for _ in range(2)]
+        for proc in procs:
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err
+        report = check_index(index_dir / kt.DB)
+        assert report["ok"], (round_, report["problems"])
+        for space in report["spaces"]:
+            assert space["pending"] == 0, (round_, space)
+    queries = kt.matches()
+    clean = tmp_path / "clean"
+    kt.run_index(vault.root, clean, home)
+    assert differences(fingerprint(index_dir / kt.DB, queries), fingerprint(clean / kt.DB, queries)) == []

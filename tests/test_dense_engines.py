@@ -78,3 +78,37 @@ def test_numpy_engine_sees_writes(vault: Path, tmp_path: Path) -> None:
     assert all(h.path != "new.md" for h in mem.search("zebra quartz xylophone", mode="dense", limit=50).hits)
     vec.close()
     mem.close()
+
+
+def test_numpy_matrices_are_shared_across_connections_and_threads(vault: Path, tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sunlib.store import MatrixCache, NumpyVectors, SqliteStore, SqliteVectors, Visibility
+
+    vec, _ = both(vault, tmp_path / "idx")
+    vec.index()
+    space, qvec = vec.space, vec.embedder.embed_query(QUERY)
+    alone = NumpyVectors(SqliteVectors(vec.store.db), vec.store, vec.store.db.identity(), MatrixCache())
+    expected = alone.knn(space, qvec, Visibility(("public",)), 10)
+    sqlite_vec = vec.store.vectors.knn(space, qvec, Visibility(("public",)), 10)
+    assert [s for _, s in expected] == pytest.approx([s for _, s in sqlite_vec], abs=1e-4)
+    cache = MatrixCache()
+
+    def one_reader(_: int) -> list[tuple[str, float]]:
+        store = SqliteStore(vec.db_path)  # a connection per reader thread, one cache for all
+        try:
+            engine = NumpyVectors(SqliteVectors(store.db), store, store.db.identity(), cache)
+            return engine.knn(space, qvec, Visibility(("public",)), 10)
+        finally:
+            store.close()
+
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(one_reader, range(8)))
+    assert cache.loads <= 4  # at most one load per thread racing the first; never one per query
+    assert all(got == expected for got in found)
+    (vault / "new.md").write_text(f"# New\n\n{QUERY}.\n", encoding="utf-8")
+    vec.index()  # a write: the next query loads the new generation
+    assert one_reader(0)[0][0] in {
+        c.chunk_id for c in vec.store.chunks_of_note(vec.store.note_states()["new.md"].note_id)
+    }
+    vec.close()

@@ -61,6 +61,6 @@ def test_disk_full_is_one_line_and_the_index_stays_usable(tmp_path: Path, small_
     assert report["ok"], report["problems"]
     with Library.open(vault, embedding={"provider": "hash"}, index_dir=index_dir) as lib:
         counts = lib.store.counts()
-        assert 0 < counts["notes"] < 600
+        assert 0 < counts.notes < 600
         hits = lib.search("topic3", mode="bm25", limit=3).hits
         assert hits and all(h.path.startswith("f") for h in hits)

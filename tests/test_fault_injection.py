@@ -11,6 +11,7 @@ the real pipeline and, where quality matters, the real bundled e5 model
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -22,16 +23,17 @@ import numpy as np
 import pytest
 
 from clients import sunlib
+from store_helpers import all_chunk_ids, chunk_ids_by_path
 from sunlib import Library
 from sunlib.config import EmbeddingSettings, load_settings
-from sunlib.contracts import SearchFilters, to_jsonable
+from sunlib.contracts import to_jsonable
 from sunlib.errors import MissingCredentials
 from sunlib.evaluate import QACase, load_qa
 from sunlib.ingest import FixedChunker, StructureChunker, make_chunker
 from sunlib.providers import Embedder, create_embedder, register_embedder
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.steps import Step
-from sunlib.store import Space
+from sunlib.store import Space, VectorItem, Visibility
 
 # the chunker tests' own definition of "ends at a sentence or block end"
 from test_ingest import _all_notes, _cp_offset, _sentence_ends
@@ -78,8 +80,11 @@ def test_acl_after_knn_starves_the_caller_acl_inside_knn_does_not(acl_vault: Pat
     with Library.open(acl_vault, embedding={"provider": "hash"}, answer=gate_off) as lib:
         lib.index()
         store, space = lib.store, lib.space
+        # this backend's row ids, for the injected SQL only
         rowid = dict(store.conn.execute("SELECT n.path, c.id FROM chunks c JOIN notes n ON n.id = c.note_rowid"))
         assert set(rowid) == {"public.md", "restricted.md"}
+        chunk = {path: ids[0] for path, ids in chunk_ids_by_path(store).items()}
+        chunk_at = {rowid[path]: cid for path, cid in chunk.items()}
         qvec = lib.embedder.embed_query(QUERY)
 
         # Injected: top-k=1 from an unfiltered KNN over the vec table, then the ACL in Python.
@@ -87,14 +92,14 @@ def test_acl_after_knn_starves_the_caller_acl_inside_knn_does_not(acl_vault: Pat
             f"SELECT rowid, distance FROM {space.vec_table} WHERE embedding MATCH ? AND k = ? ORDER BY distance",
             (np.ascontiguousarray(qvec, dtype=np.float32).tobytes(), 1),
         ).fetchall()
-        assert [r for r, _ in unfiltered] == [rowid["restricted.md"]]  # without the filter: the ops chunk
-        visible = set(store.visible_rowids(["public"], SearchFilters()).tolist())
-        assert visible == {rowid["public.md"]}
-        post_filtered = [r for r, _ in unfiltered if r in visible]
+        assert [chunk_at[r] for r, _ in unfiltered] == [chunk["restricted.md"]]  # without the filter: the ops chunk
+        visible = set(store.visible_chunk_ids(Visibility(("public",))))
+        assert visible == {chunk["public.md"]}
+        post_filtered = [r for r, _ in unfiltered if chunk_at[r] in visible]
         assert post_filtered == []  # candidate starvation: the public principal gets nothing
 
         # Real: the visibility constraint sits inside the KNN, so k=1 still finds the public chunk.
-        assert [r for r, _ in store.knn(space, qvec, ["public"], SearchFilters(), k=1)] == [rowid["public.md"]]
+        assert [c for c, _ in store.vectors.knn(space, qvec, Visibility(("public",)), k=1)] == [chunk["public.md"]]
         for mode in ("dense", "hybrid"):
             hits = lib.search(QUERY, mode=mode, principals=["public"], limit=1).hits
             assert [h.path for h in hits] == ["public.md"], mode
@@ -127,18 +132,19 @@ def test_acl_after_knn_starves_the_caller_acl_inside_knn_does_not(acl_vault: Pat
 def test_unnormalised_vectors_break_the_cosine_unit_vectors_do_not(hash_library: Library) -> None:
     lib = hash_library
     store = lib.store
-    rows = store.conn.execute("SELECT id, text FROM chunks ORDER BY id").fetchall()
-    rowids, texts = [int(r[0]) for r in rows], [str(r[1]) for r in rows]
+    fault = Space("raw", "unnormalised", lib.embedder.dim, "fault-injection")
+    store.vectors.ensure_space(fault)
+    todo = store.vectors.pending(fault)
+    texts = [p.embed_text for p in todo]
     query = "how do I filter search results by tag and folder"
 
     # Injected: the embedder's raw (pre-normalisation) vectors stored and queried in their own space.
     raw = lib.embedder.embed_batch(texts, "passage")
     raw_q = lib.embedder.embed_batch([query], "query")[0]
     assert np.abs(np.linalg.norm(raw, axis=1) - 1.0).max() > 1.0  # really not unit length
-    fault = Space("raw", "unnormalised", lib.embedder.dim, "fault-injection")
-    store.ensure_space(fault)
-    store.put_vectors(fault, [(r, f"raw-{r}", v) for r, v in zip(rowids, raw, strict=True)], cache=False)
-    bad = [c for _, c in store.knn(fault, raw_q, ["public"], SearchFilters(), k=len(rowids))]
+    items = [VectorItem(p.chunk_id, p.stamp, f"raw-{p.chunk_id}", v) for p, v in zip(todo, raw, strict=True)]
+    assert store.vectors.upsert(fault, items, cache=False) == len(todo)
+    bad = [c for _, c in store.vectors.knn(fault, raw_q, Visibility(("public",)), k=len(todo))]
     assert bad and any(c < -1.0 or c > 1.0 for c in bad), bad[:5]  # 1 - d²/2 is no cosine any more
 
     # Real: the public methods return unit rows, the store holds unit rows, cosines stay in [-1, 1].
@@ -146,10 +152,10 @@ def test_unnormalised_vectors_break_the_cosine_unit_vectors_do_not(hash_library:
     assert np.allclose(np.linalg.norm(unit, axis=1), 1.0, atol=1e-5)
     q = lib.embedder.embed_query(query)
     assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
-    ids, stored = store.load_vectors(lib.space)
-    assert len(ids) == len(rowids) and np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-5)
-    by_id = dict(zip(ids.tolist(), stored, strict=True))
-    good = store.knn(lib.space, q, ["public"], SearchFilters(), k=len(rowids))
+    by_id = store.vectors.vectors_for(lib.space, [p.chunk_id for p in todo])
+    stored = np.array(list(by_id.values()))
+    assert len(by_id) == len(todo) and np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-5)
+    good = store.vectors.knn(lib.space, q, Visibility(("public",)), k=len(todo))
     assert good
     for r, cos in good:
         assert -1.0 - 1e-6 <= cos <= 1.0 + 1e-6
@@ -161,12 +167,13 @@ def test_e5_vectors_are_unit_length_and_cosines_stay_in_range(e5_library: Librar
     emb = e5_library.embedder
     texts = ["The rebuild window is Sunday 02:00 UTC.", "中文检索使用二元组。", "x"]
     assert np.allclose(np.linalg.norm(emb.embed(texts), axis=1), 1.0, atol=1e-5)
-    ids, stored = e5_library.store.load_vectors(e5_library.space)
-    assert len(ids) > 100 and np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-5)
+    by_id = e5_library.store.vectors.vectors_for(e5_library.space, sorted(all_chunk_ids(e5_library.store)))
+    stored = np.array(list(by_id.values()))
+    assert len(by_id) > 100 and np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-5)
     for query in ("how do I filter by tag", "怎样按标签过滤", "Ctrl-C"):
         q = emb.embed_query(query)
         assert abs(float(np.linalg.norm(q)) - 1.0) < 1e-5
-        cosines = [c for _, c in e5_library.store.knn(e5_library.space, q, ["public"], SearchFilters(), k=50)]
+        cosines = [c for _, c in e5_library.store.vectors.knn(e5_library.space, q, Visibility(("public",)), k=50)]
         assert len(cosines) == 50 and all(-1.0 <= c <= 1.0 for c in cosines)
 
 
@@ -199,9 +206,7 @@ def test_fixed_windows_end_mid_sentence_structure_chunks_do_not(vault: Path) -> 
     by_path = {n.path: (n, p) for n, p in notes}
     with Library.open(vault, embedding={"provider": "hash"}, index={"chunker": "fixed"}) as lib:
         lib.index(embed=False)
-        stored = lib.store.conn.execute(
-            "SELECT n.path, c.end16 FROM chunks c JOIN notes n ON n.id = c.note_rowid"
-        ).fetchall()
+        stored = [(p, c.end16) for nid, p, _ in lib.store.iter_notes() for c in lib.store.chunks_of_note(nid)]
     assert len(stored) > len(notes)
     mid = [p for p, end16 in stored if _cp_offset(by_path[p][0].text, end16) not in _sentence_ends(*by_path[p])]
     assert mid
@@ -317,7 +322,7 @@ def test_index_with_a_keyless_provider_exits_and_keeps_the_index(vault: Path) ->
     assert first.returncode == 0, first.stderr
     db = vault / ".sunlib" / "sunlib.db"
     with Library.open(vault, embedding={"provider": "hash"}) as lib:
-        spaces_before = lib.store.spaces()
+        spaces_before = [dataclasses.asdict(s) for s in lib.store.vectors.spaces()]
 
     for provider, var in (("gemini", "GEMINI_API_KEY"), ("openai", "OPENAI_API_KEY")):
         r = _sunlib("index", str(vault), "--provider", provider, env=env)

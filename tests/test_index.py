@@ -11,37 +11,17 @@ from pathlib import Path
 import pytest
 
 from conftest import CountingEmbedder, FlakyEmbedder
+from store_helpers import all_chunk_ids, chunk_ids_by_path, embed_texts, paths_with_vectors, vector_count
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.errors import ProviderError
-from sunlib.store import SqliteStore, embed_text_for
+from sunlib.store import Visibility, embed_text_for
 
 ALL = ["public", "team", "ops"]
 QUERIES = ["how large is a chunk", "reciprocal rank fusion", "中文分词", "rebuild window backup", "embedding cache"]
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def chunk_ids_by_path(store: SqliteStore) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for path, chunk_id in store.conn.execute(
-        "SELECT n.path, c.chunk_id FROM chunks c JOIN notes n ON n.id = c.note_rowid ORDER BY n.path, c.ordinal"
-    ):
-        out.setdefault(path, []).append(chunk_id)
-    return out
-
-
-def all_chunk_ids(store: SqliteStore) -> set[str]:
-    return {r[0] for r in store.conn.execute("SELECT chunk_id FROM chunks")}
-
-
-def vec_count(store: SqliteStore, table: str) -> int:
-    return int(store.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-
-
-def vec_tables(store: SqliteStore) -> list[str]:
-    return [r[0] for r in store.conn.execute("SELECT vec_table FROM spaces")]
 
 
 def snapshot(lib: Library, modes: tuple[str, ...] = ("bm25", "dense", "hybrid")) -> dict[tuple[str, str], list]:
@@ -66,7 +46,7 @@ def test_first_index_adds_everything_and_second_run_does_nothing(vault: Path) ->
         first = lib.index()
         assert sorted(first.added) == md_files
         assert first.changed == first.deleted == first.moved == []
-        assert first.chunks_written == lib.store.counts()["chunks"] > 0
+        assert first.chunks_written == lib.store.counts().chunks > 0
         assert first.vectors_embedded == len(CountingEmbedder.seen) == first.chunks_written
         assert first.vectors_pending == 0
         ids_before = chunk_ids_by_path(lib.store)
@@ -91,8 +71,8 @@ def test_editing_one_paragraph_rechunks_one_note_and_reembeds_only_changed_text(
         lib.index()
         store = lib.store
         before_ids = chunk_ids_by_path(store)
-        before_hashes = {r[0] for r in store.conn.execute("SELECT embed_hash FROM chunks")}
-        indexed_at = dict(store.conn.execute("SELECT path, indexed_at FROM notes").fetchall())
+        before_texts = embed_texts(store)
+        indexed_at = {p: store.note_by_id(nid).indexed_at for nid, p, _ in store.iter_notes()}
         assert len(before_ids[target]) >= 3  # the edit must leave some chunks of the note untouched
 
         path = vault / target
@@ -111,12 +91,8 @@ def test_editing_one_paragraph_rechunks_one_note_and_reembeds_only_changed_text(
         note_id = store.note_states()[target].note_id
         rows = store.chunks_of_note(note_id)
         assert report.chunks_written == len(rows)  # only the edited note was re-chunked
-        new_texts = [
-            embed_text_for(r.title, r.heading_path, r.text)
-            for r in rows
-            if store.conn.execute("SELECT embed_hash FROM chunks WHERE id=?", (r.rowid,)).fetchone()[0]
-            not in before_hashes
-        ]
+        texts = [embed_text_for(r.title, r.heading_path, r.text) for r in rows]
+        new_texts = [t for t in texts if t not in before_texts]
         assert 0 < len(new_texts) < len(rows)
         assert sorted(CountingEmbedder.seen) == sorted(new_texts)
         assert report.vectors_embedded == len(new_texts)
@@ -128,64 +104,13 @@ def test_editing_one_paragraph_rechunks_one_note_and_reembeds_only_changed_text(
         for p, ids in before_ids.items():
             if p != target:
                 assert after_ids[p] == ids, p
-        indexed_after = dict(store.conn.execute("SELECT path, indexed_at FROM notes").fetchall())
+        indexed_after = {p: store.note_by_id(nid).indexed_at for nid, p, _ in store.iter_notes()}
         assert {p for p in indexed_at if indexed_after[p] != indexed_at[p]} == {target}
         hits = lib.search("boundary fact next to its neighbours", mode="bm25", limit=1).hits
         assert hits and hits[0].path == target and "neighbours" in hits[0].text
 
 
 # -- delete ----------------------------------------------------------------------------------
-
-
-def test_deleted_note_vanishes_from_every_table(vault: Path) -> None:
-    target = "internal/ops-runbook.md"
-    phrase = "The rebuild window is Sunday 02:00 UTC."
-    lib = Library.open(vault, embedding={"provider": "hash"})
-    lib.index()
-    # a second space, so "every vec table" means more than one
-    with Library.open(vault, embedding={"provider": "counting"}) as other:
-        other.index()
-    store = lib.store
-    assert len(vec_tables(store)) == 2
-
-    note_rowid = store.conn.execute("SELECT id FROM notes WHERE path=?", (target,)).fetchone()[0]
-    rowids = [r[0] for r in store.conn.execute("SELECT id FROM chunks WHERE note_rowid=?", (note_rowid,))]
-    marks = ",".join("?" * len(rowids))
-    owned = {
-        "notes": ("SELECT count(*) FROM notes WHERE id=?", [note_rowid]),
-        "chunks": (f"SELECT count(*) FROM chunks WHERE id IN ({marks})", rowids),
-        "note_acl": ("SELECT count(*) FROM note_acl WHERE note_rowid=?", [note_rowid]),
-        "note_tags": ("SELECT count(*) FROM note_tags WHERE note_rowid=?", [note_rowid]),
-        "note_meta": ("SELECT count(*) FROM note_meta WHERE note_rowid=?", [note_rowid]),
-    }
-    for table in vec_tables(store):
-        owned[table] = (f"SELECT count(*) FROM {table} WHERE rowid IN ({marks})", rowids)
-
-    def fts_rowids() -> set[int]:
-        return {r[0] for r in store.conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH '\"sunday\"'")}
-
-    for name, (sql, params) in owned.items():
-        assert store.conn.execute(sql, params).fetchone()[0] > 0, f"precondition: {name} holds the note"
-    assert fts_rowids() & set(rowids)
-    hits = lib.search(phrase, mode="bm25", principals=["public", "ops"]).hits
-    assert hits[0].path == target
-
-    (vault / target).unlink()
-    report = lib.index()
-    assert report.deleted == [target]
-    assert report.added == report.changed == report.moved == []
-
-    for name, (sql, params) in owned.items():
-        assert store.conn.execute(sql, params).fetchone()[0] == 0, f"{name} still holds the deleted note"
-    assert not fts_rowids() & set(rowids)
-    assert not fts_rowids()  # "sunday" appeared nowhere else
-    assert target not in store.note_states()
-    for mode in ("bm25", "hybrid"):
-        result = lib.search(phrase, mode=mode, principals=ALL, limit=50)
-        assert all(h.path != target for h in result.hits), mode
-    assert lib.search("Sunday", mode="bm25", principals=ALL).hits == ()
-    assert store.integrity_check() == "ok"
-    lib.close()
 
 
 # -- move ------------------------------------------------------------------------------------
@@ -249,10 +174,10 @@ def test_interrupted_embedding_leaves_a_consistent_index_that_resumes(vault: Pat
 
     store = lib.store
     assert store.integrity_check() == "ok"
-    pending, total = store.count_pending(lib.space)
-    assert total == store.counts()["chunks"] > 0
+    pending, total = store.vectors.count_pending(lib.space)
+    assert total == store.counts().chunks > 0
     assert pending == total - 4  # exactly one batch of 4 made it in
-    assert vec_count(store, lib.space.vec_table) == 4
+    assert vector_count(store, lib.space) == 4
     # every note's text is searchable with BM25 already (scratch.md has acl: [] and is hidden from all)
     for note_id, path, title in store.iter_notes():
         hits = lib.search(title, mode="bm25", principals=ALL, filters=SearchFilters(note_ids=(note_id,))).hits
@@ -264,7 +189,7 @@ def test_interrupted_embedding_leaves_a_consistent_index_that_resumes(vault: Pat
     assert report.vectors_embedded == total - 4  # the batch that made it is kept, not recomputed
     assert report.vectors_from_cache == 0
     assert report.vectors_pending == 0
-    assert store.count_pending(lib.space) == (0, total)
+    assert store.vectors.count_pending(lib.space) == (0, total)
     resumed = snapshot(lib)
     resumed_ids = all_chunk_ids(store)
     lib.close()
@@ -287,7 +212,7 @@ def test_rebuild_from_scratch_gives_identical_ids_and_results(vault: Path, tmp_p
         b.index()
         assert a.db_path != b.db_path and a.db_path.is_file() and b.db_path.is_file()
         assert all_chunk_ids(a.store) == all_chunk_ids(b.store)
-        assert len(all_chunk_ids(a.store)) == a.store.counts()["chunks"]
+        assert len(all_chunk_ids(a.store)) == a.store.counts().chunks
         snap_a = snapshot(a)
         assert snap_a == snapshot(b)
         assert all(snap_a[key] for key in snap_a)  # every query found something
@@ -325,7 +250,7 @@ def test_incremental_updates_end_where_a_fresh_index_starts(vault: Path, tmp_pat
                 key: [s for _, s in hits] for key, hits in snapshot(inc).items()
             }  # scores: FTS statistics and vectors
             assert strip == {key: [s for _, s in hits] for key, hits in snapshot(fresh).items()}
-            assert inc.store.counts()["chunks"] == fresh.store.counts()["chunks"]
+            assert inc.store.counts().chunks == fresh.store.counts().chunks
 
 
 # -- embedding spaces ------------------------------------------------------------------------
@@ -339,14 +264,14 @@ def test_two_providers_get_separate_spaces_that_never_mix(vault: Path, tmp_path:
         report = c.index()
         counting_space = c.space
         assert report.unchanged > 0 and report.chunks_written == 0  # text is shared
-        assert report.vectors_embedded == c.store.counts()["chunks"]  # no cross-space cache hits
+        assert report.vectors_embedded == c.store.counts().chunks  # no cross-space cache hits
 
-        spaces = {s["name"]: s for s in c.store.spaces()}
+        spaces = {s.name: s for s in c.store.vectors.spaces()}
         assert set(spaces) == {hash_space.name, counting_space.name}
         assert hash_space.vec_table != counting_space.vec_table
-        chunks = c.store.counts()["chunks"]
-        assert spaces[hash_space.name]["vectors"] == spaces[counting_space.name]["vectors"] == chunks
-        assert (spaces[hash_space.name]["dim"], spaces[counting_space.name]["dim"]) == (256, 64)
+        chunks = c.store.counts().chunks
+        assert spaces[hash_space.name].vectors == spaces[counting_space.name].vectors == chunks
+        assert (spaces[hash_space.name].dim, spaces[counting_space.name].dim) == (256, 64)
         counting_dense = {q: [x.chunk_id for x in c.search(q, mode="dense").hits] for q in QUERIES}
 
     with (
@@ -354,7 +279,7 @@ def test_two_providers_get_separate_spaces_that_never_mix(vault: Path, tmp_path:
         Library.open(vault, embedding={"provider": "hash"}, index_dir=tmp_path / "only") as only,
     ):
         only.index()
-        assert [s["name"] for s in only.store.spaces()] == [hash_space.name]
+        assert [s.name for s in only.store.vectors.spaces()] == [hash_space.name]
         for q in QUERIES:
             mixed = [(x.chunk_id, round(x.score, 6)) for x in both.search(q, mode="dense").hits]
             alone = [(x.chunk_id, round(x.score, 6)) for x in only.search(q, mode="dense").hits]
@@ -372,7 +297,7 @@ def test_text_only_index_searches_with_bm25_and_warns_about_missing_vectors(vaul
         report = lib.index(embed=False)
         assert report.chunks_written > 0 and report.vectors_embedded == 0
         assert FlakyEmbedder.batches == 0
-        assert lib.store.spaces() == []
+        assert lib.store.vectors.spaces() == []
 
         bm25 = lib.search("how large is a chunk", mode="bm25")
         assert bm25.hits and bm25.warnings == ()
@@ -388,18 +313,9 @@ def test_text_only_index_searches_with_bm25_and_warns_about_missing_vectors(vaul
         FlakyEmbedder.fail_after = 1
         with pytest.raises(ProviderError):
             lib.index()
-        assert vec_count(lib.store, lib.space.vec_table) == 4
-        visible = lib.store.conn.execute(
-            "SELECT count(*) FROM chunks c WHERE EXISTS"
-            " (SELECT 1 FROM note_acl a WHERE a.note_rowid = c.note_rowid AND a.principal = 'public')"
-        ).fetchone()[0]
-        embedded_paths = {
-            r[0]
-            for r in lib.store.conn.execute(
-                f"SELECT n.path FROM chunks c JOIN notes n ON n.id = c.note_rowid"
-                f" WHERE c.id IN (SELECT rowid FROM {lib.space.vec_table})"
-            )
-        }
+        assert vector_count(lib.store, lib.space) == 4
+        visible = len(lib.store.visible_chunk_ids(Visibility(("public",))))
+        embedded_paths = paths_with_vectors(lib.store, lib.space)
         assert embedded_paths == {"getting-started/installation.md"}  # a public note: 4 visible vectors
         partial = lib.search("how large is a chunk", mode="hybrid")
         assert partial.hits
@@ -427,12 +343,12 @@ def test_chunker_change_rechunks_every_note_into_a_new_space(vault: Path) -> Non
         assert {st.chunker for st in store.note_states().values()} == {new_space.chunker}
         assert store.get_meta("chunker") == new_space.chunker
         assert not all_chunk_ids(store) & old_ids
-        spaces = {s["name"]: s for s in store.spaces()}
+        spaces = {s.name: s for s in store.vectors.spaces()}
         assert set(spaces) == {old_space.name, new_space.name}
-        assert spaces[new_space.name]["vectors"] == store.counts()["chunks"]
-        assert spaces[old_space.name]["vectors"] == 0  # old chunks (and their vectors) are gone
+        assert spaces[new_space.name].vectors == store.counts().chunks
+        assert spaces[old_space.name].vectors == 0  # old chunks (and their vectors) are gone
         # same text model: vectors of texts that did not change come from the cache
-        assert report.vectors_from_cache + report.vectors_embedded == store.counts()["chunks"]
+        assert report.vectors_from_cache + report.vectors_embedded == store.counts().chunks
         hits = fixed.search("how large is a chunk", mode="dense").hits
         assert hits and all(h.chunk_id in all_chunk_ids(store) for h in hits)
 

@@ -24,9 +24,9 @@ def _library(vault: Path, **answer: object) -> Library:
 def test_index_stores_the_second_space_without_making_it_active(vault: Path) -> None:
     with _library(vault) as lib:
         lib.index()
-        spaces = {s["provider"]: s for s in lib.store.spaces()}
-        chunks = lib.store.counts()["chunks"]
-        assert spaces["hash"]["vectors"] == chunks and spaces["counting"]["vectors"] == chunks
+        spaces = {s.provider: s for s in lib.store.vectors.spaces()}
+        chunks = lib.store.counts().chunks
+        assert spaces["hash"].vectors == chunks and spaces["counting"].vectors == chunks
         assert lib.store.get_meta("space") == lib.space.name  # the hash space stays the active one
         assert lib.status()["active_space"].startswith("hash:")
 
@@ -43,10 +43,10 @@ def test_fused_scores_follow_the_formula(vault: Path) -> None:
         hits = lib.search(QUESTION, limit=lib.settings.answer.candidates).hits
         embedder, space = rescore_space(lib.settings) or (None, None)
         assert embedder is not None and space is not None
-        vectors = lib.store.vectors_for(space, [h.rowid for h in hits])
+        vectors = lib.store.vectors.vectors_for(space, [h.chunk_id for h in hits])
         q = embedder.embed_query(QUESTION)
         first = np.array([h.score for h in hits])
-        second = np.array([float(vectors[h.rowid] @ q) for h in hits])
+        second = np.array([float(vectors[h.chunk_id] @ q) for h in hits])
         z = 0.5 * (first - first.mean()) / first.std() + 0.5 * (second - second.mean()) / second.std()
         expected = [hits[i].chunk_id for i in np.argsort(-z, kind="stable")[:5]]
         assert [t["chunk_id"] for t in top[:5]] == expected

@@ -12,11 +12,13 @@ from pathlib import Path
 import apsw
 import pytest
 
+from store_helpers import chunk_ids_by_path
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.errors import ConfigError, UserError
 from sunlib.ingest import utf16_slice
 from sunlib.retrieve import fuse
+from sunlib.store import Visibility
 from sunlib.text.tokens import is_cjk, word_token
 
 ALL = ["public", "team", "ops"]
@@ -55,8 +57,8 @@ def test_restricted_chunks_never_crowd_out_visible_ones(acl_vault: Path) -> None
     with Library.open(acl_vault, embedding={"provider": "hash"}, search={"candidates": 1}) as lib:
         lib.index()
         store = lib.store
-        rowid = dict(store.conn.execute("SELECT n.path, c.id FROM chunks c JOIN notes n ON n.id = c.note_rowid"))
-        assert set(rowid) == {"public.md", "restricted.md"}
+        chunk = {path: ids[0] for path, ids in chunk_ids_by_path(store).items()}
+        assert set(chunk) == {"public.md", "restricted.md"}
 
         # precondition: the restricted chunk really is the better match in every route
         for mode in MODES:
@@ -73,14 +75,13 @@ def test_restricted_chunks_never_crowd_out_visible_ones(acl_vault: Path) -> None
 
         # the visibility constraint sits inside the KNN itself: k=1 still finds the public chunk
         qvec = lib.embedder.embed_query(QUERY)
-        assert [r for r, _ in store.knn(lib.space, qvec, ["public"], SearchFilters(), k=1)] == [rowid["public.md"]]
-        assert [r for r, _ in store.knn(lib.space, qvec, ["public", "ops"], SearchFilters(), k=1)] == [
-            rowid["restricted.md"]
-        ]
-        assert store.knn(lib.space, qvec, [], SearchFilters(), k=1) == []
+        knn = store.vectors.knn
+        assert [c for c, _ in knn(lib.space, qvec, Visibility(("public",)), k=1)] == [chunk["public.md"]]
+        assert [c for c, _ in knn(lib.space, qvec, Visibility(("public", "ops")), k=1)] == [chunk["restricted.md"]]
+        assert knn(lib.space, qvec, Visibility(()), k=1) == []
         # and inside the FTS query: LIMIT 1 with the restricted row ranked first by BM25
         match = " OR ".join(f'"{t}"' for t in ("harbour", "lighthous", "keeper", "storm"))
-        assert [r for r, _ in store.bm25(match, ["public"], SearchFilters(), 1)] == [rowid["public.md"]]
+        assert [c for c, _ in store.lexical.bm25(match, Visibility(("public",)), 1)] == [chunk["public.md"]]
 
 
 def test_empty_acl_is_visible_to_nobody(hash_library: Library) -> None:
@@ -95,13 +96,13 @@ def test_empty_acl_is_visible_to_nobody(hash_library: Library) -> None:
             assert "internal/scratch.md" not in paths(hits), (principals, mode)
     # it is indexed, just invisible
     assert "internal/scratch.md" in hash_library.store.note_states()
-    assert hash_library.store.note_by_id(hash_library.store.note_states()["internal/scratch.md"].note_id)["acl"] == []
+    assert hash_library.store.note_by_id(hash_library.store.note_states()["internal/scratch.md"].note_id).acl == ()
 
 
 def test_public_default_and_restricted_notes(hash_library: Library) -> None:
     # a note without acl gets ["public"]
     states = hash_library.store.note_states()
-    assert hash_library.store.note_by_id(states["guide/indexing/chunking.md"].note_id)["acl"] == ["public"]
+    assert hash_library.store.note_by_id(states["guide/indexing/chunking.md"].note_id).acl == ("public",)
     assert paths(hash_library.search("structure-aware chunker", mode="bm25", limit=1)) == ["guide/indexing/chunking.md"]
 
     for mode in MODES:
@@ -155,12 +156,7 @@ def test_folder_filter_matches_whole_path_segments(hash_library: Library) -> Non
 
 def test_tag_and_note_id_filters(hash_library: Library) -> None:
     store = hash_library.store
-    tagged = {
-        path
-        for (path,) in store.conn.execute(
-            "SELECT n.path FROM notes n JOIN note_tags t ON t.note_rowid = n.id WHERE t.tag = 'cjk'"
-        )
-    }
+    tagged = {note.path for note in store.list_notes(["public", "ops", "team"], tag="cjk", limit=500)[0]}
     assert tagged == {"guide/indexing/chunking.md", "zh/指南/中文检索.md"}
     for mode in MODES:
         for tag in ("cjk", "#CJK"):

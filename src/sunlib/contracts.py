@@ -105,7 +105,6 @@ class Hit:
     highlights: tuple[tuple[int, int], ...] = ()
     tags: tuple[str, ...] = ()
     ordinal: int = 0  # position of the chunk in its note
-    rowid: int = 0  # the store's row id (for neighbour lookups)
 
 
 @dataclass(frozen=True)

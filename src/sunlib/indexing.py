@@ -26,7 +26,7 @@ from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, no
 from .ingest.chunkers import Chunker
 from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS
 from .providers import Embedder, create_embedder
-from .store import NoteState, Space, SqliteStore, embed_text_for
+from .store import DocumentStore, NoteState, Space, Store, VectorItem, embed_text_for
 from .text import fts_tokens
 
 Progress = Callable[[str, int, int], None]
@@ -57,7 +57,7 @@ def _noop(phase: str, done: int, total: int) -> None:
     pass
 
 
-def sync_text(store: SqliteStore, vault: Path, settings: IndexSettings, progress: Progress = _noop) -> IndexReport:
+def sync_text(store: DocumentStore, vault: Path, settings: IndexSettings, progress: Progress = _noop) -> IndexReport:
     t0 = time.perf_counter()
     report = IndexReport()
     chunker = make_chunker(settings)
@@ -125,7 +125,7 @@ def _changed_digest(
 
 
 def _write_note(
-    store: SqliteStore,
+    store: DocumentStore,
     chunker: Chunker,
     settings: IndexSettings,
     vf: VaultFile,
@@ -177,7 +177,7 @@ def rescore_space(settings: Settings) -> tuple[Embedder, Space] | None:
 
 
 def embed_pending(
-    store: SqliteStore,
+    store: Store,
     embedder: Embedder,
     space: Space,
     batch_size: int,
@@ -185,41 +185,55 @@ def embed_pending(
     progress: Progress = _noop,
     active: bool = True,
 ) -> IndexReport:
-    """Embed every chunk without a vector in ``space`` (cache first), committing per batch.
+    """Reconcile the space's vectors with the text, then embed every chunk without a vector
+    (cache first), committing per batch. Each vector is written with the stamp of the chunk it
+    was computed from, so a chunk another process rewrote meanwhile keeps no stale vector.
 
     ``active=False`` for a second space (vectors for rescoring): it does not become the index's space."""
     t0 = time.perf_counter()
-    store.ensure_space(space)
-    total, _ = store.count_pending(space)
+    vectors = store.vectors
+    vectors.ensure_space(space)
+    vectors.reconcile(space)
+    total, _ = vectors.count_pending(space)
     done = 0
     progress("vectors", 0, total)
+    # A vector is refused when another writer rewrote its chunk meanwhile: the new version is
+    # pending (with a new stamp) and embedded here too; each version is tried at most once.
+    tried: set[tuple[str, int]] = set()
+    refused = 0
     while True:
-        page = store.pending_chunks(space, limit=PENDING_PAGE)
+        listed = vectors.pending(space, limit=PENDING_PAGE + refused)
+        page = [p for p in listed if (p.chunk_id, p.stamp) not in tried]
         if not page:
             break
-        cached = store.cached_vectors(space, [p.embed_hash for p in page])
-        hits = [(p.rowid, p.embed_hash, cached[p.embed_hash]) for p in page if p.embed_hash in cached]
+        page = page[:PENDING_PAGE]
+        tried.update((p.chunk_id, p.stamp) for p in page)
+        cached = vectors.cached_vectors(space, [p.embed_hash for p in page])
+        hits = [
+            VectorItem(p.chunk_id, p.stamp, p.embed_hash, cached[p.embed_hash]) for p in page if p.embed_hash in cached
+        ]
         if hits:
-            store.put_vectors(space, hits, cache=False)
+            refused += len(hits) - vectors.upsert(space, hits, cache=False)
             report.vectors_from_cache += len(hits)
             done += len(hits)
             progress("vectors", done, total)
         misses = [p for p in page if p.embed_hash not in cached]
         for i in range(0, len(misses), batch_size):
             batch = misses[i : i + batch_size]
-            vectors = embedder.embed([p.embed_text for p in batch])
-            store.put_vectors(space, [(p.rowid, p.embed_hash, v) for p, v in zip(batch, vectors, strict=True)])
+            embedded = embedder.embed([p.embed_text for p in batch])
+            items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, v) for p, v in zip(batch, embedded, strict=True)]
+            refused += len(items) - vectors.upsert(space, items)
             report.vectors_embedded += len(batch)
             done += len(batch)
             progress("vectors", done, total)
-    report.vectors_pending = store.count_pending(space)[0]
+    report.vectors_pending = vectors.count_pending(space)[0]
     report.embed_seconds = time.perf_counter() - t0
     if active:
         store.set_meta("space", space.name)
     return report
 
 
-def sync_paths(store: SqliteStore, vault: Path, settings: IndexSettings, paths: Iterable[str]) -> IndexReport:
+def sync_paths(store: DocumentStore, vault: Path, settings: IndexSettings, paths: Iterable[str]) -> IndexReport:
     """Phase 1 for some vault-relative paths only (the notes API's writes): no walk of the vault.
 
     sync_text's rules, applied to the listed paths: a path whose file is gone (or is not a

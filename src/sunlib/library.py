@@ -13,6 +13,7 @@ Where the index lives: ``index_dir`` from settings if set; otherwise
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -118,7 +119,7 @@ class Library:
         if self.settings.index.embed if embed is None else embed:
             self.embed(report, progress)
         else:
-            report.vectors_pending = self.store.count_pending(self.space)[0]
+            report.vectors_pending = self.store.vectors.count_pending(self.space)[0]
         return report
 
     def embed(self, report: IndexReport | None = None, progress: Progress | None = None) -> IndexReport:
@@ -185,15 +186,15 @@ class Library:
     def status(self) -> dict[str, Any]:
         store = self.store
         active = self.space
-        pending, total = store.count_pending(active)
+        pending, total = store.vectors.count_pending(active)
         return {
             "vault": str(self.vault),
             "index": str(self.db_path),
-            "counts": store.counts(),
+            "counts": dataclasses.asdict(store.counts()),
             "chunker": store.get_meta("chunker"),
             "active_space": active.name,
             "vectors_pending": pending,
             "vectors_total": total - pending,
-            "spaces": store.spaces(),
+            "spaces": [dataclasses.asdict(s) for s in store.vectors.spaces()],
             "text_indexed_at": store.get_meta("text_indexed_at"),
         }

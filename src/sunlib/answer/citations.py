@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..contracts import AnswerSentence, Citation, Evidence, SourceCard
+from ..store import NoteRecord
 from ..text import TermWeights, content_terms, fts_tokens, sentence_spans
 from ..text.refs import REF, strip_refs
 
@@ -119,16 +120,15 @@ def _citation(ev: Evidence, s: int, e: int) -> Citation:
     )
 
 
-def source_cards(citations: Sequence[Citation], notes: Mapping[str, Mapping[str, object]]) -> tuple[SourceCard, ...]:
+def source_cards(citations: Sequence[Citation], notes: Mapping[str, NoteRecord | None]) -> tuple[SourceCard, ...]:
     """One card per cited note, in order of first citation; ``notes`` maps note id to its stored record."""
     cards: dict[str, list[str]] = {}
     for c in citations:
         cards.setdefault(c.note_id, []).append(c.chunk_id)
     out = []
     for note_id, chunk_ids in cards.items():
-        note = notes.get(note_id) or {}
-        meta = note.get("metadata") or {}
-        assert isinstance(meta, Mapping)
+        note = notes.get(note_id)
+        meta = note.metadata if note is not None else {}
         first = next(c for c in citations if c.note_id == note_id)
         out.append(
             SourceCard(

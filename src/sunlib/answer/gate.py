@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 from ..config import AnswerSettings, GateSetting
 from ..contracts import Refusal
-from ..store import SqliteStore
+from ..store import Store
 from .expect import Expectation
 from .refusals import joined, refusal
 
@@ -58,7 +58,7 @@ class Gate:
         return self
 
     @classmethod
-    def load(cls, store: SqliteStore, key: str, default: Gate, lang: str | None = None) -> Gate:
+    def load(cls, store: Store, key: str, default: Gate, lang: str | None = None) -> Gate:
         """The calibrated gate stored under ``key`` (for ``lang`` when it has its own), else ``default``."""
         raw = store.get_meta(key)
         if not raw:
@@ -226,7 +226,7 @@ class ScoreGate:
 
 
 def build_gate(
-    settings: AnswerSettings, profile: GateProfile, store: SqliteStore, space_name: str | None, lang: str
+    settings: AnswerSettings, profile: GateProfile, store: Store, space_name: str | None, lang: str
 ) -> ScoreGate:
     """The gate for one question: the profile's numbers, then settings, then a stored calibration.
 

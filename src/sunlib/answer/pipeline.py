@@ -34,7 +34,7 @@ from ..errors import UserError
 from ..providers import Embedder, Reranker, Writer, create_reranker, create_writer, sentence_model
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
-from ..store import SqliteStore
+from ..store import Store
 from ..trace import Listener, Tracer
 from .citations import Verification, source_cards
 from .gate import profile_for
@@ -74,7 +74,7 @@ class Asker:
         self,
         settings: Settings,
         retrieve: Retrieve,
-        store: SqliteStore,
+        store: Store,
         writer: Writer,
         reranker: Reranker | None,
         router: Router,
@@ -155,7 +155,7 @@ class Asker:
             return _refusal(q, (refusal("writer_failed", error=failure),), sel)
         if checked.supported == 0:
             return _refusal(q, (refusal("unsupported_draft", gate_score=sel.gate_score),), sel)
-        notes = {c.note_id: self.store.note_by_id(c.note_id) or {} for c in checked.citations}
+        notes = {c.note_id: self.store.note_by_id(c.note_id) for c in checked.citations}
         return AnswerFrame(
             question=q.text,
             answer=written.draft.text,

@@ -37,7 +37,7 @@ import numpy as np
 from ..config import AnswerSettings
 from ..contracts import Evidence, Ranked
 from ..providers.registry import Embedder
-from ..store import ChunkRow, SqliteStore
+from ..store import ChunkRow, DocumentStore
 from ..text import TermWeights
 from ..text.sentences import clean_sentence, sentence_spans
 from ..text.terms import fold, names, token_set
@@ -185,7 +185,7 @@ def select(
     return Selection(tuple(kept), low, dupes, signals, gate.decide(signals), confidence, level)
 
 
-def expand(store: SqliteStore, kept: Sequence[Ranked], settings: AnswerSettings) -> list[tuple[ChunkRow, Ranked]]:
+def expand(store: DocumentStore, kept: Sequence[Ranked], settings: AnswerSettings) -> list[tuple[ChunkRow, Ranked]]:
     """Neighbours of strong seeds: (neighbour row, the seed it extends), best seeds first."""
     if settings.max_neighbors == 0 or settings.expand_radius == 0:
         return []
@@ -194,7 +194,7 @@ def expand(store: SqliteStore, kept: Sequence[Ranked], settings: AnswerSettings)
     for seed in kept:
         if seed.score < settings.expand_threshold:
             continue
-        for row in store.neighbours(seed.hit.rowid, settings.expand_radius):
+        for row in store.neighbours(seed.hit.chunk_id, settings.expand_radius):
             if row.chunk_id in taken:
                 continue
             taken.add(row.chunk_id)

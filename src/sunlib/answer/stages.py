@@ -38,7 +38,7 @@ from ..contracts import (
 from ..errors import ProviderError
 from ..providers import Embedder, Reranker, Writer
 from ..steps import RETRIEVAL_STEPS, Step
-from ..store import SqliteStore
+from ..store import Store
 from ..text import TermWeights
 from ..trace import Tracer
 from .citations import Verification, verify
@@ -219,7 +219,7 @@ class RetrieveStage(Stage[AskIn, Retrieved]):
     output = "retrieved"
     steps = RETRIEVAL_STEPS
 
-    def __init__(self, settings: Settings, retrieve: Retrieve, store: SqliteStore) -> None:
+    def __init__(self, settings: Settings, retrieve: Retrieve, store: Store) -> None:
         self.settings = settings
         self.retrieve = retrieve
         self.store = store
@@ -292,7 +292,7 @@ class SelectStage(Stage[SelectIn, Selection]):
     def __init__(
         self,
         settings: Settings,
-        store: SqliteStore,
+        store: Store,
         profile: GateProfile,
         space_name: Callable[[], str],
         sentence_model: Callable[[], Embedder] | None,
@@ -361,7 +361,7 @@ class ContextStage(Stage[ContextIn, BuiltContext]):
     output = "context"
     steps = (Step.CONTEXT,)
 
-    def __init__(self, settings: Settings, store: SqliteStore) -> None:
+    def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
 

@@ -10,8 +10,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-import apsw
-
 from ..errors import SunlibError
 from . import admin, ask, evaluate, index, search, serve  # noqa: F401 - registers the verbs
 from .app import app
@@ -26,13 +24,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         app(args=list(argv) if argv is not None else None)
     except SunlibError as exc:  # StoreFull, StoreBusy, StoreCorrupt too: their messages say what to do
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(EXIT_ERROR)
-    except apsw.FullError:  # until the store boundary converts it to StoreFull
-        print(
-            "error: the disk holding the index is full; everything committed before is kept: "
-            "free some space and run the command again",
-            file=sys.stderr,
-        )
         sys.exit(EXIT_ERROR)
     except KeyboardInterrupt:
         print("interrupted: committed work is kept; run the command again to finish", file=sys.stderr)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ..config import CONFIG_NAME
 from ..errors import UserError
 from ..providers.registry import embedder_names
 from ..store import versions
+from ..store.check import check_index
 from .app import app
 from .common import VAULT_HELP, open_library, out, print_json, require_index
 
@@ -77,25 +80,44 @@ def status(
 
 @app.command()
 def doctor(
+    repair: Annotated[
+        bool, typer.Option("--repair", help="reconcile vectors with the text (drop orphan and stale vectors)")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
 ) -> None:
-    """Check the installation: SQLite, FTS5, sqlite-vec, models, the index."""
+    """Check the installation (SQLite, FTS5, sqlite-vec, models) and the index: the full
+    consistency check; exits 1 when the index has problems that remain."""
     report: dict[str, object] = {
         "python": platform.python_version(),
         **versions(),
         "embedders": embedder_names(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
     }
+    problems: list[str] = []
     try:
         with open_library(vault, None) as lib:
             if lib.db_path.is_file():
                 report["index"] = str(lib.db_path)
-                report["integrity"] = lib.store.integrity_check()
+                if repair:
+                    report["repaired"] = [dataclasses.asdict(r) for r in lib.store.reconcile()]
+                checked = check_index(lib.db_path)
+                problems = list(checked["problems"])
+                report["integrity"] = "ok" if checked["ok"] else "problems"
+                report["problems"] = problems
+                report["spaces"] = checked["spaces"]
     except UserError as exc:
         report["index"] = f"none ({exc})"
     if as_json:
         print_json(report)
-        return
-    for key, value in report.items():
-        out.print(f"{key:<16} {value}")
+    else:
+        for key, value in report.items():
+            if key == "problems":
+                for problem in problems:
+                    out.print(f"{'problem':<16} {escape(problem)}")
+            else:
+                out.print(f"{key:<16} {escape(str(value))}")
+        if problems and not repair:
+            out.print("run `sunlib doctor --repair` to reconcile vectors with the text")
+    if problems:
+        raise typer.Exit(1)

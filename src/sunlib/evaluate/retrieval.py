@@ -132,7 +132,7 @@ def evaluate_retrieval(
             "queries": len(per_query),
             "empty_queries": empty,
             "documents": len(dataset.corpus),
-            "chunks": lib.store.counts()["chunks"],
+            "chunks": lib.store.counts().chunks,
             "chunker": make_chunker(settings.index).fingerprint,
             "embedding": lib.space.name if mode != "bm25" else None,
             "fusion": settings.search.fusion if mode == "hybrid" else None,

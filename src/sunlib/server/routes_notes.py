@@ -53,7 +53,7 @@ from ..config import Settings
 from ..indexing import IndexReport, Progress, sync_paths
 from ..ingest import NoteError, VaultFile, load_note
 from ..library import Library
-from ..store import SqliteStore
+from ..store import DocumentStore, NoteRecord, NoteSummary
 from .app import ServerState
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, ApiError
@@ -180,29 +180,29 @@ def _checked(path: str) -> str:
         return notes_io.check_path(path)
 
 
-def _visible(row: dict[str, Any] | None, principals: tuple[str, ...]) -> bool:
-    return row is not None and bool(set(row["acl"]) & set(principals))
+def _visible(row: NoteRecord | None, principals: tuple[str, ...]) -> bool:
+    return row is not None and bool(set(row.acl) & set(principals))
 
 
 def _not_found(note_id: str) -> ApiError:
     return ApiError(404, "not_found", f"no note {note_id!r}")
 
 
-def _current(state: ServerState, note_id: str, principals: tuple[str, ...]) -> tuple[dict[str, Any], str | None]:
+def _current(state: ServerState, note_id: str, principals: tuple[str, ...]) -> tuple[NoteRecord, str | None]:
     """(index row, file text or None) of a note the caller may see; re-indexes its path first
     when the file changed outside the API. Call with the state lock held."""
     store, vault = state.library.store, state.library.vault
     row = store.note_by_id(note_id)
     if row is None or not _visible(row, principals):
         raise _not_found(note_id)
-    current = notes_io.read_note(vault, row["path"])
-    if current is None or current.content_hash != row["content_hash"]:
-        sync_paths(store, vault, state.settings.index, [row["path"]])
+    current = notes_io.read_note(vault, row.path)
+    if current is None or current.content_hash != row.content_hash:
+        sync_paths(store, vault, state.settings.index, [row.path])
         row = store.note_by_id(note_id)
         if row is None or not _visible(row, principals):
             raise _not_found(note_id)
-        current = notes_io.read_note(vault, row["path"])
-    if current is None or current.content_hash != row["content_hash"]:
+        current = notes_io.read_note(vault, row.path)
+    if current is None or current.content_hash != row.content_hash:
         return row, None
     return row, current.text
 
@@ -220,23 +220,23 @@ def _validator(rel: str, settings: Settings) -> notes_io.Validate:
     return check
 
 
-def _summary(row: dict[str, Any]) -> dict[str, Any]:
-    metadata = row["metadata"]
+def _summary(row: NoteRecord | NoteSummary) -> dict[str, Any]:
+    metadata = row.metadata
     return {
-        "note_id": row["note_id"],
-        "path": row["path"],
-        "title": row["title"],
+        "note_id": row.note_id,
+        "path": row.path,
+        "title": row.title,
         "tags": metadata.get("tags", []),
         "metadata": metadata,
-        "mtime": row["mtime"],
+        "mtime": row.mtime,
     }
 
 
-def _detail(store: SqliteStore, row: dict[str, Any], text: str | None) -> dict[str, Any]:
+def _detail(store: DocumentStore, row: NoteRecord, text: str | None) -> dict[str, Any]:
     return {
         **_summary(row),
-        "links": row["links"],
-        "content_hash": row["content_hash"],
+        "links": list(row.links),
+        "content_hash": row.content_hash,
         "in_sync": text is not None,
         "content": text,
         "chunks": [
@@ -249,7 +249,7 @@ def _detail(store: SqliteStore, row: dict[str, Any], text: str | None) -> dict[s
                 "start_line": c.start_line,
                 "end_line": c.end_line,
             }
-            for c in store.chunks_of_note(row["note_id"])
+            for c in store.chunks_of_note(row.note_id)
         ],
     }
 
@@ -261,11 +261,11 @@ def _written(state: ServerState, note_id: str | None, path: str, report: IndexRe
         indexed = store.note_states_of([path]).get(path)
         note_id = indexed.note_id if indexed is not None else None
     row = store.note_by_id(note_id) if note_id is not None else None
-    if row is None or row["path"] != path:
+    if row is None or row.path != path:
         reason = "; ".join(f"{p}: {why}" for p, why in report.failed) or "not indexed"
         raise ApiError(500, "index_error", f"{path} was written but the index disagrees ({reason})")
     current = notes_io.read_note(state.library.vault, path)
-    text = current.text if current is not None and current.content_hash == row["content_hash"] else None
+    text = current.text if current is not None and current.content_hash == row.content_hash else None
     return _detail(store, row, text)
 
 
@@ -285,7 +285,7 @@ def list_notes(
     state: ServerState = request.app.state.sunlib
     with state.lock:
         notes, total = state.library.store.list_notes(principals, folder, tag, limit, offset)
-    return {"notes": notes, "total": total, "limit": limit, "offset": offset}
+    return {"notes": [_summary(n) for n in notes], "total": total, "limit": limit, "offset": offset}
 
 
 @router.post("", status_code=201, response_model=NoteWrittenOut)
@@ -322,7 +322,7 @@ def update_note(
     vault = state.library.vault
     with state.lock:
         row, _ = _current(state, note_id, principals)
-        rel = row["path"]
+        rel = row.path
         with _vault_errors():
             notes_io.write_note(vault, rel, body.content, create=False, validate=_validator(rel, state.settings))
         report = sync_paths(state.library.store, vault, state.settings.index, [rel])
@@ -338,8 +338,8 @@ def delete_note(note_id: str, request: Request, principals: tuple[str, ...] = De
     with state.lock:
         row, _ = _current(state, note_id, principals)
         with _vault_errors():
-            notes_io.delete_note(vault, row["path"])
-        sync_paths(state.library.store, vault, state.settings.index, [row["path"]])
+            notes_io.delete_note(vault, row.path)
+        sync_paths(state.library.store, vault, state.settings.index, [row.path])
     return Response(status_code=204)
 
 
@@ -353,7 +353,7 @@ def move_note(
     vault = state.library.vault
     with state.lock:
         row, text = _current(state, note_id, principals)
-        old = row["path"]
+        old = row.path
         if new == old:
             return {**_detail(state.library.store, row, text), "vectors_job": None}
         if text is None:

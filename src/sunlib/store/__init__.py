@@ -1,14 +1,50 @@
-"""Storage: one SQLite file (FTS5 + sqlite-vec). SQL lives only in this package."""
+"""Storage behind three protocols (DocumentStore, LexicalIndex, VectorIndex) and the SQLite
+backend that implements them in one file (FTS5 + sqlite-vec). SQL lives only in this package."""
 
 from .connection import connect, versions
-from .sqlite import ChunkRow, NoteState, PendingChunk, Space, SqliteStore, embed_text_for
+from .memory import MatrixCache, NumpyVectors
+from .protocols import (
+    ChunkRow,
+    Counts,
+    DocumentStore,
+    LexicalIndex,
+    NoteRecord,
+    NoteState,
+    NoteSummary,
+    PendingChunk,
+    Reconciled,
+    Space,
+    SpaceInfo,
+    Store,
+    VectorIndex,
+    VectorItem,
+    Visibility,
+    embed_text_for,
+)
+from .sqlite import DENSE_ENGINES, SqliteStore
+from .vectors import SqliteVectors
 
 __all__ = [
+    "DENSE_ENGINES",
     "ChunkRow",
+    "Counts",
+    "DocumentStore",
+    "LexicalIndex",
+    "MatrixCache",
+    "NoteRecord",
     "NoteState",
+    "NoteSummary",
+    "NumpyVectors",
     "PendingChunk",
+    "Reconciled",
     "Space",
+    "SpaceInfo",
     "SqliteStore",
+    "SqliteVectors",
+    "Store",
+    "VectorIndex",
+    "VectorItem",
+    "Visibility",
     "connect",
     "embed_text_for",
     "versions",

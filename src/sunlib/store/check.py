@@ -3,7 +3,9 @@
 ``check_index(path)`` answers the first question after a crash or a kill: SQLite's own
 ``PRAGMA integrity_check``, FTS5's ``integrity-check`` command, and the cross-table
 invariants the store keeps in one transaction per batch (every chunk has exactly one
-full-text row, every vector row belongs to a chunk, nothing hangs off a missing note).
+full-text row, every vector row belongs to a chunk and carries its chunk's generation
+stamp, nothing hangs off a missing note). Vector problems are what ``sunlib doctor
+--repair`` (``SqliteStore.reconcile``) fixes.
 A partially built index (notes without vectors yet, notes still to be added) is
 consistent; a half-written batch is not.
 
@@ -161,6 +163,18 @@ def _check(conn: apsw.Connection, report: dict[str, Any], problems: list[str]) -
         stray = _ids(conn, f"SELECT rowid FROM {table}_rowids WHERE rowid NOT IN (SELECT id FROM chunks)")
         if stray:
             problems.append(f"space {name}: vectors of missing chunks: {stray}")
+        if "vector_stamps" in tables:
+            stale = [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT v.rowid FROM {table}_rowids v JOIN chunks c ON c.id = v.rowid"
+                    " LEFT JOIN vector_stamps s ON s.space = ? AND s.chunk_rowid = v.rowid"
+                    f" WHERE s.stamp IS NULL OR s.stamp != c.stamp LIMIT {MAX_LISTED}",
+                    (name,),
+                )
+            ]
+            if stale:
+                problems.append(f"space {name}: vectors computed from another version of their chunk: {stale}")
         misplaced = _vec_slots(conn, table)
         if misplaced:
             problems.append(f"space {name}: vector rows whose slot in {table}_chunks disagrees: {misplaced}")

@@ -1,80 +1,162 @@
-"""The in-memory dense engine: numpy brute force over a space's vectors, ACL first.
+"""The numpy VectorIndex: brute-force KNN over a space's matrix held in memory, ACL first.
 
-sqlite-vec scans vectors inside SQLite (about 5-10x the cost of a numpy matrix
-product at 100k chunks on this class of machine, see docs/benchmarks.md). A
-long-running process (the server, a benchmark) can keep each space's matrix in
-memory instead. Visibility is the same SQL subquery as everywhere else, turned
-into a boolean mask that is applied to the scores BEFORE ranking, so a closer
-restricted vector can never take a visible one's place. The matrix and the masks
-are cached per store write generation and reloaded after any write.
+sqlite-vec scans vectors inside SQLite (about 5-10x the cost of a numpy matrix product at
+100k chunks on this class of machine, see docs/benchmarks.md). A long-running process (the
+server, a benchmark) can keep each space's matrix in memory instead. Vectors persist in a
+``VectorSource`` (the sqlite-vec index of the same file), which also takes every write; this
+engine only answers ``knn``. Visibility is compiled to a boolean mask over the matrix rows
+from the document store's visible chunk ids, applied to the scores BEFORE ranking, so a
+closer restricted vector can never take a visible one's place.
+
+The matrices and masks live in one process-wide cache keyed by the index file's identity
+and its write generation, behind a lock: every connection (one per reader thread) shares
+them, and a write anywhere (a new generation) makes the next query load afresh.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from ..contracts import SearchFilters
+from .protocols import DocumentStore, PendingChunk, Reconciled, Space, SpaceInfo, VectorIndex, VectorItem, Visibility
 
-if TYPE_CHECKING:
-    from .sqlite import Space, SqliteStore
-
-MASK_CACHE = 64
+MATRIX_CACHE = 8  # spaces (of any index file) kept in memory
+MASK_CACHE = 64  # visibility masks kept (distinct principals/filters per generation)
 
 
-class MemoryVectors:
+class VectorSource(VectorIndex, Protocol):
+    """A persistent VectorIndex that can hand over a whole space at once."""
+
+    def all_vectors(self, space: Space) -> tuple[list[str], np.ndarray]: ...
+
+
+@dataclass(frozen=True)
+class _Matrix:
+    chunk_ids: tuple[str, ...]
+    position: dict[str, int]
+    matrix: np.ndarray
+
+
+class MatrixCache:
+    """Thread-safe LRU of space matrices and visibility masks, keyed by (index, generation)."""
+
     def __init__(self) -> None:
-        self._spaces: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self._matrices: OrderedDict[tuple[str, str, int], _Matrix] = OrderedDict()
         self._masks: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+        self.loads = 0  # matrices loaded from a source so far (what sharing saves)
 
-    def knn(
-        self,
-        store: SqliteStore,
-        space: Space,
-        query: np.ndarray,
-        principals: Sequence[str],
-        filters: SearchFilters,
-        k: int,
-    ) -> list[tuple[int, float]]:
-        generation = store.generation()
-        cached = self._spaces.get(space.name)
-        if cached is None or cached[0] != generation:
-            rowids, matrix = store.load_vectors(space)
-            cached = (generation, rowids, matrix)
-            self._spaces[space.name] = cached
-        _, rowids, matrix = cached
-        if not len(rowids):
-            return []
-        mask = self._mask(store, generation, space.name, rowids, principals, filters)
-        scores = matrix @ np.asarray(query, dtype=np.float32)
-        scores = np.where(mask, scores, -np.inf)
-        n_visible = int(mask.sum())
-        k = min(k, n_visible)
-        if k <= 0:
-            return []
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        top = top[np.lexsort((rowids[top], -scores[top]))]
-        return [(int(rowids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+    def matrix(self, key: tuple[str, str, int], load: SourceLoad) -> _Matrix:
+        with self._lock:
+            found = self._matrices.get(key)
+            if found is not None:
+                self._matrices.move_to_end(key)
+                return found
+        chunk_ids, matrix = load()  # outside the lock: loading may take a while
+        matrix.setflags(write=False)
+        with self._lock:
+            self.loads += 1
+        entry = _Matrix(tuple(chunk_ids), {c: i for i, c in enumerate(chunk_ids)}, matrix)
+        with self._lock:
+            self._matrices[key] = entry
+            while len(self._matrices) > MATRIX_CACHE:
+                self._matrices.popitem(last=False)
+        return entry
 
-    def _mask(
-        self,
-        store: SqliteStore,
-        generation: int,
-        space: str,
-        rowids: np.ndarray,
-        principals: Sequence[str],
-        filters: SearchFilters,
-    ) -> np.ndarray:
-        key = (generation, space, tuple(sorted(principals)), filters)
-        mask = self._masks.get(key)
-        if mask is None:
-            mask = np.isin(rowids, store.visible_rowids(principals, filters))
+    def mask(self, key: tuple[object, ...], build: MaskBuild) -> np.ndarray:
+        with self._lock:
+            found = self._masks.get(key)
+            if found is not None:
+                self._masks.move_to_end(key)
+                return found
+        mask = build()
+        mask.setflags(write=False)
+        with self._lock:
             self._masks[key] = mask
             while len(self._masks) > MASK_CACHE:
                 self._masks.popitem(last=False)
-        else:
-            self._masks.move_to_end(key)
         return mask
+
+
+class SourceLoad(Protocol):
+    def __call__(self) -> tuple[list[str], np.ndarray]: ...
+
+
+class MaskBuild(Protocol):
+    def __call__(self) -> np.ndarray: ...
+
+
+SHARED = MatrixCache()
+
+
+class NumpyVectors:
+    """A VectorIndex answering KNN from memory; every other call goes to the persistent source."""
+
+    def __init__(
+        self, source: VectorSource, documents: DocumentStore, identity: str, cache: MatrixCache = SHARED
+    ) -> None:
+        self.source = source
+        self.documents = documents
+        self.identity = identity  # names the index file, so connections to one file share matrices
+        self.cache = cache
+
+    def knn(self, space: Space, query: np.ndarray, visibility: Visibility, k: int) -> list[tuple[str, float]]:
+        generation = self.documents.generation()
+        entry = self.cache.matrix((self.identity, space.name, generation), lambda: self.source.all_vectors(space))
+        if not entry.chunk_ids:
+            return []
+
+        def build() -> np.ndarray:
+            mask = np.zeros(len(entry.chunk_ids), dtype=bool)
+            rows = [entry.position[c] for c in self.documents.visible_chunk_ids(visibility) if c in entry.position]
+            mask[rows] = True
+            return mask
+
+        mask = self.cache.mask((self.identity, generation, space.name, *visibility.key), build)
+        scores = np.where(mask, entry.matrix @ np.asarray(query, dtype=np.float32), -np.inf)
+        k = min(k, int(mask.sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.lexsort((top, -scores[top]))]  # ties: the order vectors were stored in
+        return [(entry.chunk_ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+    # -- delegated to the persistent source ----------------------------------------------------
+
+    def ensure_space(self, space: Space) -> None:
+        self.source.ensure_space(space)
+
+    def has_space(self, space: Space) -> bool:
+        return self.source.has_space(space)
+
+    def spaces(self) -> list[SpaceInfo]:
+        return self.source.spaces()
+
+    def upsert(self, space: Space, items: Sequence[VectorItem], cache: bool = True) -> int:
+        return self.source.upsert(space, items, cache)
+
+    def delete(self, space: Space, chunk_ids: Sequence[str]) -> None:
+        self.source.delete(space, chunk_ids)
+
+    def pending(self, space: Space, limit: int | None = None) -> list[PendingChunk]:
+        return self.source.pending(space, limit)
+
+    def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:
+        return self.source.count_pending(space, visibility)
+
+    def fully_embedded(self, space: Space) -> bool:
+        return self.source.fully_embedded(space)
+
+    def vectors_for(self, space: Space, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return self.source.vectors_for(space, chunk_ids)
+
+    def cached_vectors(self, space: Space, hashes: Iterable[str]) -> dict[str, np.ndarray]:
+        return self.source.cached_vectors(space, hashes)
+
+    def reconcile(self, space: Space) -> Reconciled:
+        return self.source.reconcile(space)

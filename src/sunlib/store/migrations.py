@@ -5,11 +5,26 @@ Per-space vector tables (vec0) are created on demand by the store, not here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import apsw
 
 from ..errors import IndexError_
 
-MIGRATIONS: tuple[str, ...] = (
+
+def _stamp_existing_vectors(conn: apsw.Connection) -> None:
+    """Vectors written before stamps existed match their chunks' default stamp (0)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for name, table in conn.execute("SELECT name, vec_table FROM spaces").fetchall():
+        if f"{table}_rowids" not in tables:
+            continue  # a space whose table is missing: `sunlib doctor` reports it
+        conn.execute(
+            f"INSERT OR IGNORE INTO vector_stamps(space, chunk_rowid, stamp) SELECT ?, rowid, 0 FROM {table}_rowids",
+            (name,),
+        )
+
+
+MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     # 1: notes, chunks, FTS, ACL, tags, metadata, embedding spaces and cache
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -94,6 +109,21 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_created ON runs(created_at);
     CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
     """,
+    # 3: generation stamps. A chunk carries the write generation it was stored at; a vector
+    # carries the stamp of the chunk it was computed from. Vectors whose stamp no longer
+    # matches (or whose chunk is gone) are stale and removed by reconcile (`sunlib doctor
+    # --repair`, and every vector phase). index_uuid tells two files at one path apart.
+    """
+    ALTER TABLE chunks ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE vector_stamps (
+        space TEXT NOT NULL,             -- spaces.name
+        chunk_rowid INTEGER NOT NULL,    -- the vector's rowid in the space's vec0 table
+        stamp INTEGER NOT NULL,          -- chunks.stamp of the chunk the vector was computed from
+        PRIMARY KEY (space, chunk_rowid)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO meta(key, value) VALUES('index_uuid', lower(hex(randomblob(16))));
+    """,
+    _stamp_existing_vectors,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -117,7 +147,11 @@ def migrate(conn: apsw.Connection) -> int:
     conn.execute("BEGIN IMMEDIATE")
     try:
         for version in range(_version(conn) + 1, SCHEMA_VERSION + 1):
-            conn.execute(MIGRATIONS[version - 1])
+            step = MIGRATIONS[version - 1]
+            if callable(step):
+                step(conn)
+            else:
+                conn.execute(step)
             conn.execute(f"PRAGMA user_version={version}")
         conn.execute("COMMIT")
     except BaseException:

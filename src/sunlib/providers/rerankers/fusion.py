@@ -54,16 +54,16 @@ class FusionReranker(Reranker):
             return []
         if self.store is None or self.embedder is None:
             raise ConfigError("the fusion reranker was used before being bound to an index")
-        vectors = self.store.vectors_for(self.space, [h.rowid for h in hits])
+        vectors = self.store.vectors.vectors_for(self.space, [h.chunk_id for h in hits])
         first = _z(np.array([h.score for h in hits], dtype=np.float64))
         final = first.copy()
-        cosines: dict[int, float] = {}
+        cosines: dict[str, float] = {}
         if vectors:
             query = self.embedder.embed_query(question)
-            cosines = {rowid: float(np.dot(vec, query)) for rowid, vec in vectors.items()}
-            have = np.array([h.rowid in cosines for h in hits])
+            cosines = {cid: float(np.dot(vec, query)) for cid, vec in vectors.items()}
+            have = np.array([h.chunk_id in cosines for h in hits])
             second = np.zeros(len(hits))
-            second[have] = _z(np.array([cosines[h.rowid] for h in hits if h.rowid in cosines]))
+            second[have] = _z(np.array([cosines[h.chunk_id] for h in hits if h.chunk_id in cosines]))
             final = np.where(have, (1 - self.weight) * first + self.weight * second, (1 - self.weight) * first)
         lo, hi = float(final.min()), float(final.max())
         scaled = (final - lo) / (hi - lo) if hi > lo else np.ones_like(final)
@@ -73,7 +73,7 @@ class FusionReranker(Reranker):
                 float(s),
                 {
                     "first_stage_z": round(float(f), 4),
-                    "second_cosine": round(cosines[h.rowid], 4) if h.rowid in cosines else None,
+                    "second_cosine": round(cosines[h.chunk_id], 4) if h.chunk_id in cosines else None,
                     "space": self.space.name,
                 },
             )

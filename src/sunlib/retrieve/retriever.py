@@ -1,0 +1,105 @@
+"""The Retriever: any number of named routes, fused by ``fuse``.
+
+Its default configuration is today's two routes, BM25 ("bm25") and dense ("dense"). A mode
+picks routes by name: "hybrid" runs them all, any other mode the route of that name. With
+two lists or more, "Hybrid Fusion" fuses them (every item keeps each route's rank, score and
+contribution); a single list is ranked as it is, equal scores ordered by chunk id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import SearchSettings
+from ..contracts import RouteScore
+from ..store import LexicalIndex, Space, VectorIndex, Visibility
+from ..trace import Tracer
+from .fusion import fuse
+from .routes import DenseRoute, LexicalRoute, Route
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One fused result: a chunk, its score, and what each route saw of it."""
+
+    chunk_id: str
+    score: float
+    routes: Mapping[str, RouteScore]
+
+
+class Retriever:
+    def __init__(self, routes: Sequence[Route], settings: SearchSettings) -> None:
+        names = [r.name for r in routes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"route names must be unique: {names}")
+        self.routes = tuple(routes)
+        self.settings = settings
+
+    @classmethod
+    def default(
+        cls,
+        lexical: LexicalIndex,
+        vectors: VectorIndex,
+        settings: SearchSettings,
+        space: Space | None,
+        embed_query: Callable[[str], np.ndarray] | None,
+    ) -> Retriever:
+        """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``."""
+        return cls(
+            [
+                LexicalRoute(lexical, settings.bm25_weight),
+                DenseRoute(vectors, space, embed_query, settings.dense_weight),
+            ],
+            settings,
+        )
+
+    def routes_for(self, mode: str) -> tuple[Route, ...]:
+        return self.routes if mode == "hybrid" else tuple(r for r in self.routes if r.name == mode)
+
+    def retrieve(
+        self, query: str, visibility: Visibility, mode: str, pool: int, tracer: Tracer, shown: int = 10
+    ) -> list[Candidate]:
+        """Run the mode's routes (``pool`` candidates each) and fuse them, best first.
+        ``shown``: how many fused items the trace lists."""
+        routes = self.routes_for(mode)
+        lists: dict[str, list[tuple[str, float]]] = {}
+        for route in routes:
+            items = route.retrieve(query, visibility, pool, tracer)
+            if items is not None:
+                lists[route.name] = items
+        if len(lists) < 2:
+            return _single(lists)
+        s = self.settings
+        weights = {r.name: r.weight for r in routes}
+        with tracer.step("Hybrid Fusion", " + ".join(f"{len(v)} {k}" for k, v in lists.items())) as step:
+            fused = fuse(lists, s.fusion, weights, s.rrf_k)
+            step.done(
+                f"{len(fused)} unique chunks",
+                method=s.fusion,
+                k=s.rrf_k if s.fusion == "rrf" else None,
+                weights=weights,
+                top=[
+                    {
+                        "chunk_id": f.key,
+                        "score": round(f.score, 5),
+                        "routes": {
+                            r: {"rank": v.rank, "score": round(v.score, 4), "contribution": round(v.contribution, 5)}
+                            for r, v in f.routes.items()
+                        },
+                    }
+                    for f in fused[: max(10, shown)]
+                ],
+            )
+        return [Candidate(f.key, f.score, dict(f.routes)) for f in fused]
+
+
+def _single(lists: Mapping[str, list[tuple[str, float]]]) -> list[Candidate]:
+    route = next(iter(lists), None)
+    if route is None:
+        return []
+    # equal scores are ordered by chunk id, as fusion does, so every engine ranks alike
+    items = sorted(lists[route], key=lambda item: (-round(item[1], 6), item[0]))
+    return [Candidate(k, s, {route: RouteScore(i, s, s)}) for i, (k, s) in enumerate(items, 1)]

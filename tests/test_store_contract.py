@@ -1,0 +1,327 @@
+"""The store contract: one suite, run against every implementation of the store protocols.
+
+Each parameter of the ``backend`` fixture builds a ``Store`` (a DocumentStore with its
+LexicalIndex and VectorIndex) on a real file in a tmp dir. Today there are two: the SQLite
+documents and FTS5 with the sqlite-vec VectorIndex, and the same with the numpy VectorIndex.
+Adding a backend is a matter of adding one entry to ``BACKENDS`` (a function from a db path to
+a Store): every test below then runs against it, and a backend that fails one is not done.
+
+The vectors of these tests are chosen by hand (a small space of dimension 4), so every KNN
+answer is known exactly; the text comes from a tiny vault through the real indexer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sunlib.config import load_settings
+from sunlib.contracts import SearchFilters
+from sunlib.indexing import IndexReport, embed_pending, sync_text
+from sunlib.providers import create_embedder
+from sunlib.store import DocumentStore, Space, SqliteStore, Store, VectorIndex, VectorItem, Visibility
+
+BACKENDS: dict[str, Callable[[Path], Store]] = {
+    "sqlite-vec": lambda db: SqliteStore(db, "sqlite-vec"),
+    "numpy": lambda db: SqliteStore(db, "numpy"),
+}
+
+SPACE = Space("test", "hand-made", 4, "contract")
+EVERYONE = Visibility(("public", "ops", "team"))
+PUBLIC = Visibility(("public",))
+
+# path -> (front matter, body, mtime, vector). The query vector is e0: cosine = first component.
+NOTES: dict[str, tuple[str, str, float, tuple[float, ...]]] = {
+    "sea/harbour.md": ("tags: [sea]\nlanguage: en", "The harbour keeper logs the tide.", 1000.0, (0.6, 0.8, 0, 0)),
+    "sea/restricted.md": (
+        "acl: [ops]\ntags: [sea]",
+        "The harbour keeper hides the ops codeword.",
+        2000.0,
+        (1, 0, 0, 0),
+    ),
+    "guide/search.md": ("tags: [search]\nlanguage: zh", "The harbour guide explains search.", 3000.0, (0, 1, 0, 0)),
+    "team/plan.md": ("acl: [team]", "The harbour plan of the team.", 4000.0, (0.8, 0.6, 0, 0)),
+    "scratch.md": ("acl: []", "The harbour scratch nobody may read.", 5000.0, (0.99, 0.141, 0, 0)),
+}
+
+
+def _unit(v: tuple[float, ...]) -> np.ndarray:
+    a = np.array(v, dtype=np.float32)
+    return a / np.linalg.norm(a)
+
+
+QUERY = _unit((1, 0, 0, 0))
+
+
+def write_vault(root: Path) -> Path:
+    for rel, (front, body, mtime, _) in NOTES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"---\n{front}\n---\n# {Path(rel).stem.title()}\n\n{body}\n", encoding="utf-8")
+        os.utime(path, (mtime, mtime))
+    return root
+
+
+def sync(store: DocumentStore, vault: Path) -> IndexReport:
+    return sync_text(store, vault, load_settings(vault).index)
+
+
+def embed_by_hand(vectors: VectorIndex, store: DocumentStore, only: set[str] | None = None) -> int:
+    """Give each pending chunk its note's hand-made vector (all of them, or those of ``only`` paths)."""
+    vectors.ensure_space(SPACE)
+    path_of = {c.chunk_id: c.path for nid, _, _ in store.iter_notes() for c in store.chunks_of_note(nid)}
+    items = [
+        VectorItem(p.chunk_id, p.stamp, p.embed_hash, _unit(NOTES[path_of[p.chunk_id]][3]))
+        for p in vectors.pending(SPACE)
+        if only is None or path_of[p.chunk_id] in only
+    ]
+    return vectors.upsert(SPACE, items)
+
+
+def chunk_of(store: DocumentStore, path: str) -> str:
+    states = store.note_states()
+    return store.chunks_of_note(states[path].note_id)[0].chunk_id
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[str], Store]]:
+    """Opens stores of the parametrised backend by name (one file per name), closing them after."""
+    opened: list[Store] = []
+
+    def open_store(name: str = "db") -> Store:
+        store = BACKENDS[request.param](tmp_path / f"{name}.db")
+        opened.append(store)
+        return store
+
+    yield open_store
+    for store in opened:
+        store.close()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    return write_vault(tmp_path / "vault")
+
+
+@pytest.fixture
+def store(make: Callable[[str], Store], vault: Path) -> Store:
+    s = make("db")
+    sync(s, vault)
+    embed_by_hand(s.vectors, s)
+    return s
+
+
+def knn_paths(store: Store, visibility: Visibility, k: int = 10) -> list[str]:
+    by_id = {c.chunk_id: c.path for c in store.chunks_by_ids([c for c, _ in _knn(store, visibility, k)])}
+    return [by_id[c] for c, _ in _knn(store, visibility, k)]
+
+
+def _knn(store: Store, visibility: Visibility, k: int) -> list[tuple[str, float]]:
+    return store.vectors.knn(SPACE, QUERY, visibility, k)
+
+
+def bm25_paths(store: Store, visibility: Visibility, match: str = '"harbour"', limit: int = 10) -> list[str]:
+    ids = [c for c, _ in store.lexical.bm25(match, visibility, limit)]
+    by_id = {c.chunk_id: c.path for c in store.chunks_by_ids(ids)}
+    return [by_id[c] for c in ids]
+
+
+# -- vectors: upsert, delete, re-embed ---------------------------------------------------------
+
+
+def test_upsert_stores_every_vector_and_knn_returns_cosines(store: Store) -> None:
+    assert store.vectors.fully_embedded(SPACE)
+    assert store.vectors.count_pending(SPACE) == (0, len(NOTES))
+    found = _knn(store, EVERYONE, 10)
+    assert [p for p in knn_paths(store, EVERYONE)] == [
+        "sea/restricted.md",
+        "team/plan.md",
+        "sea/harbour.md",
+        "guide/search.md",
+    ]
+    assert [round(c, 4) for _, c in found] == [1.0, 0.8, 0.6, 0.0]
+    assert {s.name: s.vectors for s in store.vectors.spaces()} == {SPACE.name: len(NOTES)}
+
+
+def test_delete_makes_a_chunk_pending_and_leaves_knn(store: Store) -> None:
+    target = chunk_of(store, "team/plan.md")
+    store.vectors.delete(SPACE, [target])
+    assert store.vectors.count_pending(SPACE) == (1, len(NOTES))
+    assert [p.chunk_id for p in store.vectors.pending(SPACE)] == [target]
+    assert "team/plan.md" not in knn_paths(store, EVERYONE)
+    assert store.vectors.vectors_for(SPACE, [target]) == {}
+
+
+def test_re_embedding_replaces_the_vector(store: Store) -> None:
+    target = chunk_of(store, "guide/search.md")
+    (pending_stamp,) = {p.stamp for p in _pending_after_delete(store, target)}
+    assert store.vectors.upsert(SPACE, [VectorItem(target, pending_stamp, "h", _unit((0.9, 0.436, 0, 0)))]) == 1
+    assert knn_paths(store, EVERYONE, 1) == ["sea/restricted.md"]
+    assert knn_paths(store, PUBLIC, 1) == ["guide/search.md"]  # now closer than the harbour note
+    assert store.vectors.count_pending(SPACE) == (0, len(NOTES))
+    vec = store.vectors.vectors_for(SPACE, [target])[target]
+    assert float(vec @ QUERY) == pytest.approx(0.9, abs=1e-3)
+
+
+def _pending_after_delete(store: Store, chunk_id: str) -> list:  # type: ignore[type-arg]
+    store.vectors.delete(SPACE, [chunk_id])
+    return [p for p in store.vectors.pending(SPACE) if p.chunk_id == chunk_id]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("explains search.", "explains search well."),  # new text: a new chunk id
+        ("tags: [search]", "tags: [search, guide]"),  # new metadata only: the same chunk id, a new stamp
+    ],
+)
+def test_a_vector_of_an_older_chunk_version_is_refused(store: Store, vault: Path, old: str, new: str) -> None:
+    stale = _pending_after_delete(store, chunk_of(store, "guide/search.md"))
+    path = vault / "guide/search.md"
+    path.write_text(path.read_text(encoding="utf-8").replace(old, new), "utf-8")
+    sync(store, vault)  # the note is rewritten while its old chunk was being embedded
+    (fresh,) = [p for p in store.vectors.pending(SPACE)]
+    assert fresh.stamp != stale[0].stamp
+    items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, _unit((1, 0, 0, 0))) for p in stale]
+    assert store.vectors.upsert(SPACE, items) == 0
+    assert store.vectors.reconcile(SPACE).pending == 1
+    assert knn_paths(store, PUBLIC) == ["sea/harbour.md"]
+    assert store.vectors.upsert(SPACE, [VectorItem(fresh.chunk_id, fresh.stamp, fresh.embed_hash, QUERY)]) == 1
+    assert knn_paths(store, PUBLIC) == ["guide/search.md", "sea/harbour.md"]
+
+
+# -- visibility --------------------------------------------------------------------------------
+
+
+def test_a_closer_restricted_vector_never_crowds_out_a_visible_one(store: Store) -> None:
+    assert knn_paths(store, Visibility(("public", "ops")), 1) == ["sea/restricted.md"]
+    assert knn_paths(store, PUBLIC, 1) == ["sea/harbour.md"]
+    assert knn_paths(store, Visibility(("team",)), 1) == ["team/plan.md"]
+    both = '"codeword" OR "keeper"'
+    assert bm25_paths(store, Visibility(("public", "ops")), both, 1) == ["sea/restricted.md"]  # the better match
+    assert bm25_paths(store, PUBLIC, both, 1) == ["sea/harbour.md"]
+    assert bm25_paths(store, Visibility(("ops",)), '"codeword"', 1) == ["sea/restricted.md"]
+
+
+def test_an_empty_acl_is_visible_to_nobody(store: Store) -> None:
+    for principals in ((), ("public",), ("ops",), ("team",), ("public", "ops", "team")):
+        visibility = Visibility(principals)
+        assert "scratch.md" not in knn_paths(store, visibility)
+        assert "scratch.md" not in bm25_paths(store, visibility)
+        scratch = chunk_of(store, "scratch.md")
+        assert scratch not in store.visible_chunk_ids(visibility)
+    assert _knn(store, Visibility(()), 5) == [] and store.lexical.bm25('"harbour"', Visibility(()), 5) == []
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        (SearchFilters(folders=("sea",)), {"sea/harbour.md", "sea/restricted.md"}),
+        (SearchFilters(folders=("guide", "team")), {"guide/search.md", "team/plan.md"}),
+        (SearchFilters(tags=("sea",)), {"sea/harbour.md", "sea/restricted.md"}),
+        (SearchFilters(tags=("#Search",)), {"guide/search.md"}),
+        (SearchFilters(since=2500.0), {"guide/search.md", "team/plan.md"}),
+        (SearchFilters(until=2500.0), {"sea/harbour.md", "sea/restricted.md"}),
+        (SearchFilters(since=1500.0, until=3500.0), {"sea/restricted.md", "guide/search.md"}),
+        (SearchFilters(metadata=(("language", "ZH"),)), {"guide/search.md"}),
+        (SearchFilters(folders=("sea",), tags=("sea",), until=1500.0), {"sea/harbour.md"}),
+    ],
+)
+def test_every_filter_applies_before_ranking(store: Store, filters: SearchFilters, expected: set[str]) -> None:
+    visibility = Visibility(EVERYONE.principals, filters)
+    assert set(knn_paths(store, visibility)) == expected
+    assert set(bm25_paths(store, visibility)) == expected
+    best = max(expected, key=lambda p: float(_unit(NOTES[p][3]) @ QUERY))
+    assert knn_paths(store, visibility, 1) == [best]  # k=1 counts only rows the filters let through
+
+
+def test_the_note_id_filter(store: Store) -> None:
+    note_id = store.note_states()["guide/search.md"].note_id
+    visibility = Visibility(EVERYONE.principals, SearchFilters(note_ids=(note_id,)))
+    assert knn_paths(store, visibility) == bm25_paths(store, visibility) == ["guide/search.md"]
+
+
+def test_document_frequencies_count_visible_chunks_only(store: Store) -> None:
+    assert store.lexical.doc_freqs(["harbour", "codeword"], PUBLIC) == (2, {"harbour": 2})
+    assert store.lexical.doc_freqs(["harbour", "codeword"], EVERYONE) == (4, {"harbour": 4, "codeword": 1})
+
+
+# -- paging ------------------------------------------------------------------------------------
+
+
+def test_a_smaller_k_or_limit_is_a_prefix_of_a_larger_one(store: Store) -> None:
+    full = _knn(store, EVERYONE, 10)
+    for k in (1, 2, 3):
+        assert _knn(store, EVERYONE, k) == full[:k]
+    lex = store.lexical.bm25('"harbour"', EVERYONE, 10)
+    for limit in (1, 2, 3):
+        assert store.lexical.bm25('"harbour"', EVERYONE, limit) == lex[:limit]
+
+
+def test_note_listing_pages_by_path(store: Store) -> None:
+    notes, total = store.list_notes(EVERYONE.principals, limit=2, offset=0)
+    rest, again = store.list_notes(EVERYONE.principals, limit=10, offset=2)
+    assert total == again == 4  # scratch.md is nobody's
+    assert [n.path for n in notes + rest] == sorted(p for p in NOTES if p != "scratch.md")
+
+
+# -- rebuild and crash -------------------------------------------------------------------------
+
+
+def results(store: Store) -> list[object]:
+    out: list[object] = []
+    for visibility in (PUBLIC, EVERYONE, Visibility(("team",), SearchFilters(folders=("team",)))):
+        out.append([(c, round(s, 6)) for c, s in _knn(store, visibility, 10)])
+        out.append([(c, round(s, 6)) for c, s in store.lexical.bm25('"harbour" OR "keeper"', visibility, 10)])
+    return out
+
+
+def test_a_rebuild_from_the_vault_gives_identical_results(
+    make: Callable[[str], Store], store: Store, vault: Path
+) -> None:
+    again = make("rebuilt")
+    sync(again, vault)
+    embed_by_hand(again.vectors, again)
+    assert results(again) == results(store)
+
+
+def test_a_crash_between_the_text_and_the_vector_phase_is_reconciled(
+    make: Callable[[str], Store], store: Store, vault: Path, tmp_path: Path
+) -> None:
+    crashed = make("crashed")
+    sync(crashed, vault)
+    assert embed_by_hand(crashed.vectors, crashed, only={"sea/harbour.md", "team/plan.md"}) == 2
+    crashed.close()  # type: ignore[attr-defined]  # the process dies here: the text is in, 3 vectors are not
+
+    reopened = make("crashed")
+    assert reopened.vectors.count_pending(SPACE) == (3, len(NOTES))
+    assert reopened.vectors.count_pending(SPACE, PUBLIC) == (1, 2)  # among the chunks the caller may see
+    assert knn_paths(reopened, EVERYONE) == ["team/plan.md", "sea/harbour.md"]  # never a vector of nothing
+    assert reopened.vectors.reconcile(SPACE).pending == 3
+    embed_by_hand(reopened.vectors, reopened)
+    assert reopened.vectors.reconcile(SPACE).pending == 0
+    assert results(reopened) == results(store)
+
+
+def test_the_indexer_completes_an_interrupted_vector_phase(make: Callable[[str], Store], vault: Path) -> None:
+    settings = load_settings(vault, embedding={"provider": "hash"})
+    embedder = create_embedder(settings.embedding)
+    space = Space(embedder.provider, embedder.model, embedder.dim, "contract")
+    first = make("hash")
+    sync(first, vault)
+    first.vectors.ensure_space(space)
+    half = first.vectors.pending(space)[:2]
+    first.vectors.upsert(
+        space, [VectorItem(p.chunk_id, p.stamp, p.embed_hash, embedder.embed([p.embed_text])[0]) for p in half]
+    )
+    report = embed_pending(first, embedder, space, 4, IndexReport(), active=False)
+    assert report.vectors_embedded == len(NOTES) - 2 and report.vectors_pending == 0
+    clean = make("hash-clean")
+    sync(clean, vault)
+    embed_pending(clean, embedder, space, 4, IndexReport(), active=False)
+    q = embedder.embed_query("harbour keeper")
+    assert first.vectors.knn(space, q, EVERYONE, 10) == clean.vectors.knn(space, q, EVERYONE, 10)
