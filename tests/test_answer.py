@@ -97,9 +97,8 @@ def test_acl_holds_for_answers(hash_library: Library) -> None:
     assert all(not c.path.startswith("internal/") for c in public.frame.citations)
     for step in public.trace.steps:
         assert "internal/ops-runbook.md" not in repr(step.details)
-    hash_library.settings.answer.gate_threshold = 0.0
-    hash_library.settings.answer.gate_threshold_bm25 = 0.0
-    ops = hash_library.ask(question, principals=["public", "ops"])
+    open_gate = hash_library.with_settings(answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0})
+    ops = open_gate.ask(question, principals=["public", "ops"])
     assert any(e.path == "internal/ops-runbook.md" for e in ops.frame.evidence)
 
 

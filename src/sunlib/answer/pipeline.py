@@ -71,7 +71,7 @@ class Asker:
         self.sentence_model = sentence_model(library.settings)  # a loader; the gate and the writer share it
         self.reranker = reranker if reranker is not None else create_reranker(self.settings)
         if self.reranker is not None:
-            self.reranker.bind(library.store, library.settings)
+            self.reranker.bind(library.stores, library.settings)  # each thread reads on its own connection
         use_llm = self.settings.router == "llm" or (self.settings.router == "auto" and self.writer.is_llm)
         client = getattr(self.writer, "client", None)
         self.router: RuleRouter | LLMRouter = LLMRouter(client) if use_llm and client is not None else RuleRouter()

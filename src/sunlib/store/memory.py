@@ -6,11 +6,14 @@ long-running process (the server, a benchmark) can keep each space's matrix in
 memory instead. Visibility is the same SQL subquery as everywhere else, turned
 into a boolean mask that is applied to the scores BEFORE ranking, so a closer
 restricted vector can never take a visible one's place. The matrix and the masks
-are cached per store write generation and reloaded after any write.
+are cached per store write generation and reloaded after any write. One instance may
+serve the connections of many threads: its caches are guarded by a lock, and the
+matrix is loaded once per generation, by the first thread that needs it.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -29,6 +32,7 @@ class MemoryVectors:
     def __init__(self) -> None:
         self._spaces: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
         self._masks: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def knn(
         self,
@@ -40,11 +44,12 @@ class MemoryVectors:
         k: int,
     ) -> list[tuple[int, float]]:
         generation = store.generation()
-        cached = self._spaces.get(space.name)
-        if cached is None or cached[0] != generation:
-            rowids, matrix = store.load_vectors(space)
-            cached = (generation, rowids, matrix)
-            self._spaces[space.name] = cached
+        with self._lock:  # other threads wait for this load rather than load a copy
+            cached = self._spaces.get(space.name)
+            if cached is None or cached[0] != generation:
+                rowids, matrix = store.load_vectors(space)
+                cached = (generation, rowids, matrix)
+                self._spaces[space.name] = cached
         _, rowids, matrix = cached
         if not len(rowids):
             return []
@@ -69,12 +74,14 @@ class MemoryVectors:
         filters: SearchFilters,
     ) -> np.ndarray:
         key = (generation, space, tuple(sorted(principals)), filters)
-        mask = self._masks.get(key)
-        if mask is None:
-            mask = np.isin(rowids, store.visible_rowids(principals, filters))
+        with self._lock:
+            mask = self._masks.get(key)
+            if mask is not None:
+                self._masks.move_to_end(key)
+                return mask
+        mask = np.isin(rowids, store.visible_rowids(principals, filters))
+        with self._lock:
             self._masks[key] = mask
             while len(self._masks) > MASK_CACHE:
                 self._masks.popitem(last=False)
-        else:
-            self._masks.move_to_end(key)
         return mask
