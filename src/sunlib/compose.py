@@ -48,8 +48,8 @@ class ThreadStores:
 
     ``current()`` is the calling thread's store. A part that lives across threads (a
     reranker bound to the index) holds this object instead: its attributes are those of
-    the calling thread's store. A store whose thread has ended is closed when the next
-    one opens; ``release()`` closes the caller's own at once (a worker thread that ends)."""
+    the calling thread's store. Only its own thread closes a store (``release()``), or
+    any thread once its owner has ended: at the next open and at ``close()``."""
 
     def __init__(self, path: Path, dense_engine: str, memory: MemoryVectors | None) -> None:
         self.path, self.dense_engine, self._memory = path, dense_engine, memory
@@ -88,11 +88,11 @@ class ThreadStores:
                 entry[1].close()
 
     def close(self) -> None:
-        """Close every thread's store; a thread that reads again opens a new one."""
+        """Close the calling thread's store and those of ended threads. Another live thread
+        may be in the middle of a read: its store closes when it releases it or ends."""
+        self.release()
         with self._lock:
-            entries, self._open = list(self._open.values()), {}
-        for _, store in entries:
-            store.close()
+            self._close_ended()
 
     def _close_ended(self) -> None:
         for ident, (thread, store) in list(self._open.items()):
@@ -148,6 +148,7 @@ class Shared:
             stores.release()
 
     def close(self) -> None:
+        """Close the calling thread's connections and those of ended threads."""
         with self._lock:
             all_stores = list(self._stores.values())
         for stores in all_stores:

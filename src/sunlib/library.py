@@ -130,12 +130,13 @@ class Library:
         return self._shared.part(key, lambda: rescore_space(s))
 
     def release_thread(self) -> None:
-        """Close the calling thread's connections now (a worker thread about to end)."""
+        """Close the calling thread's connections now (a worker thread going idle or ending)."""
         self._shared.release_thread()
 
     def close(self) -> None:
-        """Close the connections (those of every library derived with ``with_settings``);
-        using the library again reopens them."""
+        """Close the calling thread's connections and those of threads that ended (for every
+        library derived with ``with_settings``); using the library again reopens one. A live
+        thread's connection closes when that thread releases it or ends."""
         self._shared.close()
 
     def __enter__(self) -> Library:

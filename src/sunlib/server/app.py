@@ -119,7 +119,7 @@ def create_app(library: Library) -> FastAPI:
         lifespan=lifespan,
     )
     # an app served without its lifespan (an ASGI test transport) starts a lane on its first job
-    app.state.sunlib = ServerState(library, settings, Jobs(on_thread_exit=library.release_thread))
+    app.state.sunlib = ServerState(library, settings, Jobs(release=library.release_thread))
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.server.max_body_bytes)
     if settings.server.cors_origins:

@@ -79,7 +79,7 @@ class Jobs:
 
     def __init__(
         self,
-        on_thread_exit: Callable[[], None] | None = None,
+        release: Callable[[], None] | None = None,
         queue_size: int = QUEUE_SIZE,
         history: int = HISTORY,
     ) -> None:
@@ -88,7 +88,7 @@ class Jobs:
         self._queues: dict[str, queue.Queue[tuple[Job, Work] | None]] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._closed = False
-        self._on_exit = on_thread_exit
+        self._release = release  # called on a worker thread whose queue ran empty
         self._queue_size, self._history = queue_size, history
 
     def start(self) -> None:
@@ -151,12 +151,15 @@ class Jobs:
         return q
 
     def _serve(self, q: queue.Queue[tuple[Job, Work] | None]) -> None:
+        """Run the lane's jobs in order; an idle worker holds no connection (``release``)."""
         try:
             while (item := q.get()) is not None:
                 self._run(*item)
+                if q.empty() and self._release is not None:
+                    self._release()
         finally:
-            if self._on_exit is not None:
-                self._on_exit()
+            if self._release is not None:
+                self._release()
 
     def _run(self, job: Job, work: Work) -> None:
         job.status = "running"
