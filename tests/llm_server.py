@@ -48,6 +48,7 @@ class Script:
     sleep_times: int | None = None  # only the first n requests sleep (None: all)
     usage: dict[str, int] | None = None
     delta_size: int = 6  # characters per streamed delta
+    delta_delay_s: float = 0.0  # stream: pause after each delta (a slow LLM writing)
     after_first_delta: threading.Event | None = None  # wait for it (set by the client) after delta 1
     waited_ok: bool | None = None  # whether that event was set in time
     tool_calls: list[tuple[str, str, str]] | None = None  # reply with these (id, name, arguments) calls
@@ -204,6 +205,8 @@ class ChatServer:
                     emit(json.dumps({"choices": [{"index": 0, "delta": {"content": delta}, "finish_reason": None}]}))
                     if n == 0 and script.after_first_delta is not None:
                         script.waited_ok = self._wait(script.after_first_delta, 5.0)
+                    if script.delta_delay_s:
+                        time.sleep(script.delta_delay_s)
                 if cut_after is not None:
                     h.close_connection = True
                     return

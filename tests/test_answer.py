@@ -87,9 +87,8 @@ def test_acl_holds_for_answers(hash_library: Library) -> None:
     assert all(not c.path.startswith("internal/") for c in public.frame.citations)
     for step in public.trace.steps:
         assert "internal/ops-runbook.md" not in repr(step.details)
-    hash_library.settings.answer.gate_threshold = 0.0
-    hash_library.settings.answer.gate_threshold_bm25 = 0.0
-    ops = hash_library.ask(question, principals=["public", "ops"])
+    open_gate = hash_library.with_settings(answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0})
+    ops = open_gate.ask(question, principals=["public", "ops"])
     assert any(e.path == "internal/ops-runbook.md" for e in ops.frame.evidence)
 
 
@@ -154,26 +153,25 @@ def test_context_is_budgeted_grouped_and_fenced() -> None:
 
 
 def test_expansion_adds_neighbours_of_strong_seeds_only(hash_library: Library) -> None:
-    s = hash_library.settings.answer
-    s.gate_threshold = s.gate_threshold_bm25 = 0.0
-    s.expand_threshold, s.max_neighbors, s.top_k = 0.9, 2, 1
-    result = hash_library.ask("How does the structure-aware chunker split long sections into chunks?")
+    answer = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "expand_threshold": 0.9, "top_k": 1}
+    lib = hash_library.with_settings(answer={**answer, "max_neighbors": 2})
+    result = lib.ask("How does the structure-aware chunker split long sections into chunks?")
     ctx = next(st for st in result.trace.steps if st.name == Step.CONTEXT).details
     assert 0 < len(ctx["expanded"]) <= 2
     scores = {e["chunk_id"]: e["score"] for e in ctx["sources"]}
     for item in ctx["expanded"]:
         assert item["expanded_from_score"] >= 0.9
         assert item["chunk_id"] not in scores or scores[item["chunk_id"]] < item["expanded_from_score"]
-    s.max_neighbors = 0
-    again = hash_library.ask("How does the structure-aware chunker split long sections into chunks?")
+    lib = hash_library.with_settings(answer={**answer, "max_neighbors": 0})
+    again = lib.ask("How does the structure-aware chunker split long sections into chunks?")
     assert next(st for st in again.trace.steps if st.name == Step.CONTEXT).details["expanded"] == []
 
 
 def test_min_score_and_top_k(hash_library: Library) -> None:
-    s = hash_library.settings.answer
-    s.gate_threshold = s.gate_threshold_bm25 = 0.0
-    s.min_score, s.top_k = 0.6, 3
-    result = hash_library.ask("How do filters and ACL work together in search?")
+    lib = hash_library.with_settings(
+        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "min_score": 0.6, "top_k": 3}
+    )
+    result = lib.ask("How do filters and ACL work together in search?")
     sel = next(st for st in result.trace.steps if st.name == Step.SELECT).details
     assert len(sel["selected"]) <= 3
     assert sel["dropped_below_min_score"] > 0

@@ -195,10 +195,8 @@ def test_the_writer_step_shows_why_each_sentence_was_quoted(small_library: Libra
 
 
 def test_the_checks_can_be_turned_off(small_library: Library) -> None:
-    small_library.settings.answer.check_names = False
-    small_library.settings.answer.check_answer_type = False
-    small_library._asker = None  # a fresh pipeline with the changed settings
-    sel = _selection(small_library, "How long does the HNSW index take to embed a note?")
+    unchecked = small_library.with_settings(answer={"check_names": False, "check_answer_type": False})
+    sel = _selection(unchecked, "How long does the HNSW index take to embed a note?")
     assert sel["missing_names"] == [] and sel["expects"] is None and sel["passed"], sel
 
 

@@ -430,9 +430,7 @@ def test_client_disconnect_stops_the_run(open_hash: Callable[..., Library], chat
         assert seen[-1] == "token" and "finish" not in seen
         assert served.finished.wait(10), "the server did not end the response after the client left"
         release.set()  # the LLM goes on streaming: the next delta meets the cancelled run
-        state = app.state.sunlib
-        assert state.lock.acquire(timeout=10), "the run is still going"  # ask() holds it while it runs
-        state.lock.release()
+        assert app.state.sunlib.asks.wait_idle(10), "the run is still going"
         assert chat.writer.waited_ok is True
         assert len(chat.bodies("writer")) == 2  # one writer call per question: no retry after the cancel
         listed = [run["question"] for run in client.get("/api/runs", params={"limit": 200}).json()["runs"]]

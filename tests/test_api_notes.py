@@ -19,7 +19,6 @@ from sunlib import Library, notes_io
 from sunlib.ingest.ids import sha256_hex, utf16_slice
 from sunlib.notes_io import TEMP_SUFFIX, BadPath, Conflict, check_path
 from sunlib.server import create_app
-from sunlib.server.routes_notes import close_worker
 
 OPS_NOTE = "internal/ops-runbook.md"
 TOUR = "getting-started/quick-tour.md"
@@ -82,7 +81,7 @@ def _finish(app: FastAPI, vault: Path) -> None:
     for kind in ("embed",):
         for job in app.state.sunlib.jobs.recent(kind, n=1000):
             wait_job(app, job.job_id)
-    close_worker(app)
+    app.state.sunlib.jobs.close()
     assert leftovers(vault) == []
 
 
@@ -594,13 +593,18 @@ def test_path_based_fallback_keeps_the_same_rules(vault: Path, tmp_path: Path, m
     assert list((tmp_path / "outside").iterdir()) == [] and leftovers(vault) == []
 
 
-def test_server_shutdown_closes_the_vectors_worker(lib: Library) -> None:
+def test_server_shutdown_closes_the_worker_service(lib: Library) -> None:
     from fastapi.testclient import TestClient
 
     application = create_app(lib)
+    jobs = application.state.sunlib.jobs
     with TestClient(application, base_url="http://127.0.0.1") as c:  # runs the app's lifespan
+        assert jobs.alive() == 2  # the index lane and the benchmark lane
         r = c.post("/api/notes", json={"path": "lifespan.md", "content": "# Lifespan\n\nshutdown text\n"})
         assert r.status_code == 201
         assert wait_job(application, r.json()["vectors_job"]).status == "done"
-        assert application.state.notes_worker is not None
-    assert application.state.notes_worker is None
+    assert jobs.alive() == 0
+    # a job after shutdown is refused as JSON, and the vectors of the note above were kept
+    r = call(application, "POST", "/api/index/rebuild")
+    assert r.status_code == 503 and r.json()["error"] == "unavailable", r.text
+    assert lib.store.count_pending(lib.space)[0] == 0

@@ -4,6 +4,10 @@ Sources, lowest to highest priority: built-in defaults, ``sunlib.toml`` (in the
 vault root, or the file named by ``--config`` / ``SUNLIB_CONFIG``), ``SUNLIB_*``
 environment variables (nested with ``__``, e.g. ``SUNLIB_EMBEDDING__PROVIDER=use``),
 then explicit overrides from the CLI or the Python API.
+
+Settings and every section are frozen (assigning a field raises): a changed copy comes
+from ``merge()`` or ``Library.with_settings()``, so nothing built from settings can go
+stale behind the back of the part that built it.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,6 +30,8 @@ CONFIG_NAME = "sunlib.toml"
 
 
 class IndexSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     chunker: Literal["structure", "fixed"] = "structure"
     # Structure-aware chunker (seed 001 module 3): pack whole sentences up to
     # max_tokens (1 CJK character ~ 1 token) and carry back ~15% in whole sentences.
@@ -43,6 +49,8 @@ class IndexSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     provider: str = "e5"
     model: str | None = None
     threads: int = Field(1, ge=1, le=64)  # 1 by default: 2 threads on 2 busy cores measured many times slower
@@ -55,6 +63,8 @@ class EmbeddingSettings(BaseModel):
 
 
 class SearchSettings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
     fusion: Literal["rrf", "zscore", "minmax"] = "zscore"
     # RRF k=60 (Cormack et al. 2009): large enough that rank 1 vs rank 2 differ by
@@ -77,6 +87,8 @@ class SearchSettings(BaseModel):
 
 
 class GateSetting(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     threshold: float = Field(ge=0.0, le=1.0)
     cosine_weight: float = Field(ge=0.0, le=1.0)
     sentence_weight: float = Field(0.0, ge=0.0, le=10.0)
@@ -84,6 +96,8 @@ class GateSetting(BaseModel):
 
 class AnswerSettings(BaseModel):
     """How ``sunlib ask`` turns search hits into a cited answer or a refusal."""
+
+    model_config = ConfigDict(frozen=True)
 
     writer: str = "extractive"  # extractive | openai | llama-cpp
     # A bundled embedding model for single sentences ("use" is about 2 ms a sentence): the
@@ -137,6 +151,8 @@ class LLMSettings(BaseModel):
     """An OpenAI-compatible chat endpoint (OpenAI, DashScope/Qwen, Ollama, vLLM, llama.cpp server)
     or a local GGUF file for the llama-cpp writer."""
 
+    model_config = ConfigDict(frozen=True)
+
     base_url: str = "http://127.0.0.1:8080/v1"
     model: str = "qwen-plus"
     api_key_env: str | None = None  # name of the env var holding the key; never the key itself
@@ -153,6 +169,8 @@ class LLMSettings(BaseModel):
 class ServerSettings(BaseModel):
     """`sunlib serve`. With no tokens the server answers on loopback only, as the default principals."""
 
+    model_config = ConfigDict(frozen=True)
+
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
     # bearer token -> extra principals (besides "public"); put tokens in the environment
@@ -164,7 +182,7 @@ class ServerSettings(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SUNLIB_", env_nested_delimiter="__", extra="forbid")
+    model_config = SettingsConfigDict(env_prefix="SUNLIB_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
     index_dir: Path | None = None
     index: IndexSettings = Field(default_factory=IndexSettings)

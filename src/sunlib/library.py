@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from .config import Settings, load_settings
+from .compose import Shared, ThreadStores
+from .config import Settings, load_settings, merge
 from .contracts import AskResult, SearchFilters, SearchResult
 from .errors import UserError
 from .indexing import IndexReport, Progress, embed_pending, rescore_space, space_for, sync_text
@@ -59,15 +61,20 @@ def default_index_dir(vault: Path) -> Path:
 
 
 class Library:
-    def __init__(self, vault: Path, settings: Settings) -> None:
+    """A vault and its index; the composition root of its parts (see ``sunlib.compose``).
+
+    Settings are frozen and ``settings`` cannot be reassigned: ``with_settings`` gives a
+    new Library. Each part (connections, embedder, ask pipeline) is built once from the
+    settings, on first use; a Library may be used from many threads at once."""
+
+    def __init__(self, vault: Path, settings: Settings, *, shared: Shared | None = None) -> None:
         self.vault = vault
-        self.settings = settings
+        self._settings = settings
         self.index_dir = (settings.index_dir or default_index_dir(vault)).expanduser()
         self.db_path = self.index_dir / DB_NAME
-        self._store: SqliteStore | None = None
-        self._embedder: Embedder | None = None
+        self._shared = shared if shared is not None and shared.db_path == self.db_path else Shared(self.db_path)
+        self._lock = threading.Lock()
         self._asker: Asker | None = None
-        self._rescore: tuple[Embedder, Space] | Literal[False] | None = None
 
     @classmethod
     def open(cls, vault: str | Path, config: str | Path | None = None, **overrides: Any) -> Library:
@@ -78,32 +85,60 @@ class Library:
         settings = load_settings(root, Path(config) if config else None, **overrides)
         return cls(root, settings)
 
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    def with_settings(self, settings: Settings | None = None, **sections: dict[str, Any]) -> Library:
+        """A Library over the same vault with other settings: a whole ``Settings``, or some
+        section fields replaced (``answer={"reranker": "none"}``; None values are ignored).
+
+        It shares this library's connections, write lock and every part whose settings are
+        unchanged (a model loaded once stays loaded); the parts that depend on a changed
+        setting are built anew. This library is left as it is."""
+        changed = merge(settings or self._settings, **sections) if sections else settings or self._settings
+        return Library(self.vault, changed, shared=self._shared)
+
     # -- parts ---------------------------------------------------------------------------
 
     @property
+    def stores(self) -> ThreadStores:
+        """The per-thread connections to the index (hand this to a part that outlives a thread)."""
+        return self._shared.stores(self._settings.search.dense_engine)
+
+    @property
     def store(self) -> SqliteStore:
-        if self._store is None:
-            try:
-                self.index_dir.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise UserError(f"cannot create the index folder {self.index_dir}: {exc.strerror or exc}") from None
-            self._store = SqliteStore(self.db_path, self.settings.search.dense_engine)
-        return self._store
+        """The calling thread's own connection to the index."""
+        return self.stores.current()
+
+    @property
+    def write_lock(self) -> threading.RLock:
+        """Held by note writes, syncs and the text phase of indexing; never across a provider call."""
+        return self._shared.write_lock
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = create_embedder(self.settings.embedding)
-        return self._embedder
+        embedding = self._settings.embedding
+        return self._shared.part(("embedder", embedding.model_dump_json()), lambda: create_embedder(embedding))
 
     @property
     def space(self) -> Space:
-        return space_for(self.embedder, self.settings.index)
+        return space_for(self.embedder, self._settings.index)
+
+    def _rescore(self) -> tuple[Embedder, Space] | None:
+        s = self._settings
+        key = ("rescore", s.answer.rescore_provider, s.embedding.model_dump_json(), s.index.model_dump_json())
+        return self._shared.part(key, lambda: rescore_space(s))
+
+    def release_thread(self) -> None:
+        """Close the calling thread's connections now (a worker thread going idle or ending)."""
+        self._shared.release_thread()
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        """Close the calling thread's connections and those of threads that ended (for every
+        library derived with ``with_settings``); using the library again reopens one. A live
+        thread's connection closes when that thread releases it or ends."""
+        self._shared.close()
 
     def __enter__(self) -> Library:
         return self
@@ -115,7 +150,8 @@ class Library:
 
     def index(self, embed: bool | None = None, progress: Progress | None = None) -> IndexReport:
         """Bring the index up to date with the vault: text first, then (optionally) vectors."""
-        report = sync_text(self.store, self.vault, self.settings.index, progress or _quiet)
+        with self.write_lock:
+            report = sync_text(self.store, self.vault, self.settings.index, progress or _quiet)
         if self.settings.index.embed if embed is None else embed:
             self.embed(report, progress)
         else:
@@ -127,10 +163,9 @@ class Library:
         report = report or IndexReport()
         batch = self.settings.embedding.batch_size
         embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
-        if self._rescore is None:
-            self._rescore = rescore_space(self.settings) or False
-        if self._rescore:  # vectors for the fusion reranker, in their own space
-            embedder, space = self._rescore
+        rescore = self._rescore()
+        if rescore is not None:  # vectors for the fusion reranker, in their own space
+            embedder, space = rescore
             embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
         return report
 
@@ -164,12 +199,13 @@ class Library:
 
     @property
     def asker(self) -> Asker:
-        """The ask pipeline (writer, reranker and router created once)."""
-        if self._asker is None:
-            from .answer import build_asker
+        """The ask pipeline (writer, reranker and router created once; the one place that builds it)."""
+        with self._lock:
+            if self._asker is None:
+                from .answer import build_asker
 
-            self._asker = build_asker(self)
-        return self._asker
+                self._asker = build_asker(self)
+            return self._asker
 
     def ask(
         self,

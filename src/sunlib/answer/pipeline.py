@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..config import Settings
 from ..contracts import (
@@ -236,15 +236,18 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
     """The ask pipeline of a library: its settings, its search as the retrieval seam, its store,
     and providers created from its settings (the LLM router when the writer is an LLM)."""
     settings = library.settings
+    # The Asker outlives any one request thread: it reads through the library's per-thread
+    # stores, whose attributes are those of the calling thread's own connection.
+    store = cast(Store, library.stores)
     writer = writer or create_writer(settings)
     reranker = reranker if reranker is not None else create_reranker(settings.answer)
     if reranker is not None:
-        reranker.bind(library.store, settings)
+        reranker.bind(store, settings)
     router = create_router(settings.answer.router, writer)
     return Asker(
         settings,
         library.search,
-        library.store,
+        store,
         writer,
         reranker,
         router,

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ..config import merge
 from ..contracts import AnswerFrame, AskResult, RunTrace, to_jsonable
 from ..errors import UserError
 from ..text.refs import REF
@@ -56,7 +55,7 @@ def ask(
     """Answer from your notes only: every sentence cited, or a refusal that says why. Exit 2 when refused."""
     with open_library(vault, config) as lib:
         require_index(lib)
-        lib.settings = merge(lib.settings, answer={"writer": writer}, search={"mode": mode})
+        lib = lib.with_settings(answer={"writer": writer}, search={"mode": mode})
         filters = make_filters(folder, tag, note, filter_, since, until)
         streamed: list[str] = []
 

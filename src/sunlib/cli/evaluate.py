@@ -97,11 +97,9 @@ def retrieval(
 def _qa_library(
     vault: Path, config: Path | None, writer: str | None, provider: str | None, mode: str | None
 ) -> Library:
-    lib = Library.open(vault, config)
-    lib.settings = merge(
-        lib.settings, answer={"writer": writer}, embedding={"provider": provider}, search={"mode": mode}
+    return Library.open(vault, config).with_settings(
+        answer={"writer": writer}, embedding={"provider": provider}, search={"mode": mode}
     )
-    return lib
 
 
 @eval_app.command("rag")

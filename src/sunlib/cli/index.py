@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..config import merge
 from ..library import Library
 from .app import app
 from .common import out, print_json, remember_vault
@@ -29,8 +28,7 @@ def index(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
 ) -> None:
     """Index new and changed notes, drop deleted ones, then embed what has no vector yet."""
-    lib = Library.open(path, config)
-    lib.settings = merge(lib.settings, embedding={"provider": provider}, index={"chunker": chunker})
+    lib = Library.open(path, config).with_settings(embedding={"provider": provider}, index={"chunker": chunker})
     with lib, ProgressBars(enabled=not (quiet or as_json)) as bars:
         report = lib.index(embed=False if no_embed else None, progress=bars)
         status = lib.status() if not no_embed else None

@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..config import merge
 from ..contracts import SearchResult
 from .app import app
 from .common import (
@@ -57,7 +56,7 @@ def search(
     """Search the indexed notes. Every hit carries a citation: path, heading, offsets and lines."""
     with open_library(vault, config) as lib:
         require_index(lib)
-        lib.settings = merge(lib.settings, search={"fusion": fusion})
+        lib = lib.with_settings(search={"fusion": fusion})
         filters = make_filters(folder, tag, note, filter_, since, until)
         principals = principals_of(as_)
         result = lib.search(query, mode=mode, filters=filters, principals=principals, limit=limit, offset=offset)

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from ..config import merge
 from ..errors import UserError
 from .app import app
 from .common import VAULT_HELP, err, open_library, remember_vault
@@ -28,11 +27,9 @@ def serve(
     from ..server.auth import is_loopback_host
 
     lib = open_library(vault, config)
-    s = lib.settings.server
-    lib.settings = merge(
-        lib.settings,
+    lib = lib.with_settings(
         server={"host": host, "port": port},
-        search={"dense_engine": "numpy" if s.dense_engine_numpy else None},
+        search={"dense_engine": "numpy" if lib.settings.server.dense_engine_numpy else None},
     )
     s = lib.settings.server
     if not s.tokens and not is_loopback_host(s.host):

@@ -59,7 +59,7 @@ class Reranker(ABC):
     name: str
 
     def bind(self, store: Any, settings: Settings) -> None:  # noqa: B027 - optional hook
-        """Called once by the pipeline with the index (a SqliteStore) and the settings.
+        """Called once by the pipeline with the index (a ``Store``) and the settings.
         Rerankers that read stored vectors keep them; the others need nothing."""
 
     @abstractmethod

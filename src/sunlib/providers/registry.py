@@ -247,8 +247,8 @@ class MemoEmbedder(Embedder):
     """An embedder that remembers the vectors of recent texts.
 
     The refusal gate and the extractive writer embed the same evidence sentences
-    within one question, so the second pass costs nothing. One instance is shared by
-    every question of the process (``sentence_model``), so one lock guards it."""
+    within one question, so the second pass costs nothing. Threads share it: the
+    memory is guarded by a lock, which is not held while the inner model embeds."""
 
     def __init__(self, inner: Embedder, size: int = 4096) -> None:
         self.inner = inner
@@ -258,26 +258,34 @@ class MemoEmbedder(Embedder):
         self._lock = threading.Lock()
 
     def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        unique = list(dict.fromkeys(texts))
         with self._lock:
-            return self._embed_batch(texts, kind)
-
-    def _embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        todo = [t for t in dict.fromkeys(texts) if (kind, t) not in self._seen]
+            known = {t: self._seen[(kind, t)] for t in unique if (kind, t) in self._seen}
+        todo = [t for t in unique if t not in known]
         if todo:
             for text, vector in zip(todo, self.inner.embed_batch(todo, kind), strict=True):
-                self._seen[(kind, text)] = np.asarray(vector, dtype=np.float32)
-        rows = []
-        for text in texts:
-            self._seen.move_to_end((kind, text))
-            rows.append(self._seen[(kind, text)])
-        while len(self._seen) > self._size:
-            self._seen.popitem(last=False)
+                known[text] = np.asarray(vector, dtype=np.float32)
+        with self._lock:
+            for text in unique:
+                self._seen[(kind, text)] = known[text]
+                self._seen.move_to_end((kind, text))
+            while len(self._seen) > self._size:
+                self._seen.popitem(last=False)
+        rows = [known[text] for text in texts]
         return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
 
 
+_SENTENCE_MODELS = threading.Lock()  # two threads asking first at once load the model once
+
+
 @lru_cache(maxsize=4)
-def _loaded_sentence_model(provider: str, threads: int) -> Embedder:
+def _cached_sentence_model(provider: str, threads: int) -> Embedder:
     return MemoEmbedder(create_embedder(EmbeddingSettings(provider=provider, threads=threads)))
+
+
+def _loaded_sentence_model(provider: str, threads: int) -> Embedder:
+    with _SENTENCE_MODELS:
+        return _cached_sentence_model(provider, threads)
 
 
 def sentence_model(settings: Settings) -> Callable[[], Embedder] | None:

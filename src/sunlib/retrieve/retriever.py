@@ -15,6 +15,7 @@ import numpy as np
 
 from ..config import SearchSettings
 from ..contracts import RouteScore
+from ..steps import Step
 from ..store import LexicalIndex, Space, VectorIndex, Visibility
 from ..trace import Tracer
 from .fusion import fuse
@@ -74,7 +75,7 @@ class Retriever:
             return _single(lists)
         s = self.settings
         weights = {r.name: r.weight for r in routes}
-        with tracer.step("Hybrid Fusion", " + ".join(f"{len(v)} {k}" for k, v in lists.items())) as step:
+        with tracer.step(Step.FUSION, " + ".join(f"{len(v)} {k}" for k, v in lists.items())) as step:
             fused = fuse(lists, s.fusion, weights, s.rrf_k)
             step.done(
                 f"{len(fused)} unique chunks",

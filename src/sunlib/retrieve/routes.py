@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..steps import Step
 from ..store import LexicalIndex, Space, VectorIndex, Visibility
 from ..text import fts_query
 from ..trace import Tracer
@@ -37,7 +38,7 @@ class LexicalRoute:
         self.name = name
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
-        with tracer.step("BM25 Retrieval", f"query={query!r} pool={pool}") as step:
+        with tracer.step(Step.BM25, f"query={query!r} pool={pool}") as step:
             match = fts_query(query)
             if match is None:
                 step.skip("query has no searchable words")
@@ -72,7 +73,7 @@ class DenseRoute:
         self.name = name
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
-        with tracer.step("Dense Retrieval", f"query={query!r} pool={pool}") as step:
+        with tracer.step(Step.DENSE, f"query={query!r} pool={pool}") as step:
             if self.space is None or self.embed_query is None:
                 step.skip("no embedding provider configured")
                 tracer.warn("dense route unavailable: no embedding provider configured")

@@ -1,14 +1,21 @@
 """The FastAPI application: REST + SSE over one library, and the web UI as static files.
 
-One SQLite connection serves the requests, one at a time (a lock; a question takes tens of
-milliseconds). Long work (rebuilds, benchmark runs) runs on its own thread with its own
-connection, so searches and questions keep working meanwhile (SQLite WAL).
+Requests are served in parallel: FastAPI runs each route on a worker thread, and each
+thread reads through its own SQLite connection (``Library.store``; WAL lets readers run
+beside a writer). No lock is held across a request. Note writes take the library's
+write lock from the ACL check to the index sync; query embedding and the writer's LLM
+call hold no lock at all. Background jobs (rebuilds, vectors after note writes, RAG
+benchmark runs) run on the worker service (``Jobs``), started and closed by the app's
+lifespan; see ``server/jobs.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
@@ -26,12 +33,49 @@ from .jobs import Jobs
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
 
-@dataclass
+class InFlight:
+    """The asks running on worker threads. A streamed ask outlives its response when the
+    client leaves (it stops at its next step or token); shutdown waits for them."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._idle = threading.Condition()
+
+    @contextmanager
+    def track(self) -> Iterator[None]:
+        with self._idle:
+            self._n += 1
+        try:
+            yield
+        finally:
+            with self._idle:
+                self._n -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once no ask runs (False after ``timeout`` seconds)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._n == 0, timeout)
+
+
+@dataclass(frozen=True)
 class ServerState:
     library: Library
     settings: Settings
-    lock: threading.RLock
     jobs: Jobs
+    asks: InFlight = field(default_factory=InFlight)
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Start the worker service; at shutdown let running asks end, then close it."""
+    state: ServerState = app.state.sunlib
+    state.jobs.start()
+    try:
+        yield
+    finally:
+        await asyncio.to_thread(state.asks.wait_idle, 30.0)
+        await asyncio.to_thread(state.jobs.close)
 
 
 class BodyLimit:
@@ -72,8 +116,10 @@ def create_app(library: Library) -> FastAPI:
         title="sunlib",
         version=__version__,
         description="Search and ask your Markdown notes: cited answers, honest refusals, the run chain.",
+        lifespan=lifespan,
     )
-    app.state.sunlib = ServerState(library, settings, threading.RLock(), Jobs())
+    # an app served without its lifespan (an ASGI test transport) starts a lane on its first job
+    app.state.sunlib = ServerState(library, settings, Jobs(release=library.release_thread))
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.server.max_body_bytes)
     if settings.server.cors_origins:

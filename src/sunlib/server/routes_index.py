@@ -36,17 +36,10 @@ def _readable(job: Job | None, principals: tuple[str, ...], *kinds: str) -> Job:
     return job
 
 
-def _worker_library(request: Request) -> Library:
-    """A second connection for background work, so requests keep being served."""
-    state = request.app.state.sunlib
-    return Library(state.library.vault, state.settings)
-
-
 @router.get("/index/status", response_model=IndexStatusOut)
 def index_status(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     state = request.app.state.sunlib
-    with state.lock:
-        status = state.library.status()
+    status = state.library.status()
     return {**status, "jobs": [j.view() for j in state.jobs.recent("rebuild")]}
 
 
@@ -54,14 +47,13 @@ def index_status(request: Request, principals: tuple[str, ...] = Depends(princip
 def rebuild(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """Bring the index up to date with the vault (text, then vectors) as a background job."""
     state = request.app.state.sunlib
-    lib = _worker_library(request)
+    lib: Library = state.library  # the job reads and writes on its worker thread's own connection
 
     def work(job: Job) -> dict[str, Any]:
-        with lib:
-            report = lib.index(progress=lambda phase, done, total: state.jobs.progress(job, phase, done, total))
-            return report.as_dict()
+        report = lib.index(progress=lambda phase, done, total: state.jobs.progress(job, phase, done, total))
+        return report.as_dict()
 
-    job = state.jobs.start("rebuild", principals, work)
+    job = state.jobs.submit("rebuild", principals, work)
     return {**job.view(), "url": f"/api/index/jobs/{job.job_id}"}
 
 
@@ -98,17 +90,16 @@ def start_rag_run(
     and total_cases / successful_cases / failed_cases / failure_rate."""
     state = request.app.state.sunlib
     cases = load_qa(_qa_path(body.qa_set, state.library.vault))[: body.limit]
-    lib = _worker_library(request)
+    lib: Library = state.library
 
     def work(job: Job) -> dict[str, Any]:
         rows, failed = [], []
-        with lib:
-            for i, case in enumerate(cases, 1):
-                try:
-                    rows.append(run_case(lib, case, principals))
-                except Exception as exc:  # one bad case does not end the run
-                    failed.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"})
-                state.jobs.progress(job, "questions", i, len(cases))
+        for i, case in enumerate(cases, 1):
+            try:
+                rows.append(run_case(lib, case, principals))
+            except Exception as exc:  # one bad case does not end the run
+                failed.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"})
+            state.jobs.progress(job, "questions", i, len(cases))
         return {
             "total_cases": len(cases),
             "successful_cases": len(rows),
@@ -118,7 +109,7 @@ def start_rag_run(
             "cases": rows + failed,
         }
 
-    job = state.jobs.start("rag_benchmark", principals, work, prefix="bench")
+    job = state.jobs.submit("rag_benchmark", principals, work, prefix="bench")
     view = {**job.view(), "run_id": job.job_id, "events": f"/api/benchmarks/rag/runs/{job.job_id}/events"}
     return JSONResponse(view, status_code=202)
 
@@ -139,9 +130,8 @@ async def rag_run_events(
     async def events() -> AsyncIterator[dict[str, str]]:
         sent = 0
         while True:
-            while sent < len(job.events):
-                event = job.events[sent]
-                sent += 1
+            for seq, event in job.events_after(sent):
+                sent = seq
                 data = {**event, "report": job.result} if event["event"] == "done" else event
                 yield {"event": event["event"], "data": json.dumps(data, ensure_ascii=False)}
                 if event["event"] in ("done", "failed"):

@@ -21,14 +21,16 @@ loopback default when the server has no tokens):
   indexed ACL; a read then returns ``content: null`` and ``in_sync: false``, and a move is
   refused (409) until the file is fixed or replaced with PATCH.
 
-Consistency: every write holds the server's state lock from the ACL check through the file
+Consistency: every write holds the library's write lock from the ACL check through the file
 write to the index sync of the affected paths (``indexing.sync_paths``), so full-text
 search and metadata match the file when the response leaves, and concurrent writes to one
-note are applied one after the other (the file is always one whole version). Vectors follow
-in a background job (kind ``embed``, named by ``vectors_job`` in the response; null when
-nothing needs embedding or ``index.embed`` is off) on a second Library, created once per app
-so that its embedder loads once; those jobs take turns. A move keeps ``note_id``; so does an
-update, also of a note that was moved before.
+note are applied one after the other (the file is always one whole version). Reads take no
+lock (each request thread has its own connection); a read that finds its file changed
+outside the API syncs it under the write lock. Vectors follow in a background job (kind
+``embed``, named by ``vectors_job`` in the response; null when nothing needs embedding or
+``index.embed`` is off) on the worker service's index lane, which runs rebuilds and vectors
+jobs one at a time, with no lock held while the embedder works. A move keeps ``note_id``;
+so does an update, also of a note that was moved before.
 
 Paths and atomic writes: see ``sunlib.notes_io`` (400 ``bad_path``, 409 ``conflict``). The
 new text is checked the way the indexer will read it (frontmatter, ACL type, NUL bytes)
@@ -39,20 +41,18 @@ code units into it, lines 1-based and inclusive.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .. import notes_io
 from ..config import Settings
-from ..indexing import IndexReport, Progress, sync_paths
+from ..indexing import IndexReport, sync_paths
 from ..ingest import NoteError, VaultFile, load_note
-from ..library import Library
 from ..store import DocumentStore, NoteRecord, NoteSummary
 from .app import ServerState
 from .auth import principals_for
@@ -63,13 +63,7 @@ from .schemas import NoteOut, NotesOut, NoteWrittenOut
 MAX_NOTE_BYTES = 1_000_000  # UTF-8 bytes of a note's text
 
 
-@asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
-    close_worker(app)
-
-
-router = APIRouter(prefix="/api/notes", tags=["notes"], lifespan=_lifespan, responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/api/notes", tags=["notes"], responses=ERROR_RESPONSES)
 
 
 # -- request bodies --------------------------------------------------------------------------
@@ -103,59 +97,23 @@ class NoteMove(BaseModel):
     new_path: str = Field(max_length=notes_io.MAX_PATH_CHARS)
 
 
-# -- the vectors worker ----------------------------------------------------------------------
-
-
-class _Worker:
-    """A second Library for the vectors jobs of one app (its own SQLite connection, its
-    embedders loaded once). Jobs take turns on ``lock``."""
-
-    def __init__(self, library: Library) -> None:
-        self.library = library
-        self.lock = threading.Lock()
-
-    def embed(self, progress: Progress) -> IndexReport:
-        """Embed every chunk without a vector, as `sunlib index` does after the text phase."""
-        return self.library.embed(progress=progress)
-
-
-_WORKERS = threading.Lock()
-
-
-def _worker(app: FastAPI) -> _Worker:
-    with _WORKERS:
-        worker: _Worker | None = getattr(app.state, "notes_worker", None)
-        if worker is None:
-            state: ServerState = app.state.sunlib
-            worker = _Worker(Library(state.library.vault, state.settings))
-            app.state.notes_worker = worker
-        return worker
-
-
-def close_worker(app: FastAPI, timeout: float = 30.0) -> None:
-    """Close the vectors worker's connection once its job (if any) is done (app shutdown)."""
-    with _WORKERS:
-        worker: _Worker | None = getattr(app.state, "notes_worker", None)
-        app.state.notes_worker = None
-    if worker is not None and worker.lock.acquire(timeout=timeout):
-        try:
-            worker.library.close()
-        finally:
-            worker.lock.release()
+# -- the vectors job -------------------------------------------------------------------------
 
 
 def _start_vectors(request: Request, principals: tuple[str, ...], report: IndexReport) -> str | None:
     state: ServerState = request.app.state.sunlib
     if not state.settings.index.embed or not (report.added or report.changed or report.moved):
         return None
-    worker = _worker(request.app)
 
     def work(job: Job) -> dict[str, object]:
-        with worker.lock:
-            report = worker.embed(lambda phase, done, total: state.jobs.progress(job, phase, done, total))
-        return report.as_dict()
+        """Embed every chunk without a vector, as `sunlib index` does after the text phase."""
 
-    return state.jobs.start("embed", principals, work, prefix="embed").job_id
+        def progress(phase: str, done: int, total: int) -> None:
+            state.jobs.progress(job, phase, done, total)
+
+        return state.library.embed(progress=progress).as_dict()
+
+    return state.jobs.submit("embed", principals, work, prefix="embed").job_id
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -190,14 +148,15 @@ def _not_found(note_id: str) -> ApiError:
 
 def _current(state: ServerState, note_id: str, principals: tuple[str, ...]) -> tuple[NoteRecord, str | None]:
     """(index row, file text or None) of a note the caller may see; re-indexes its path first
-    when the file changed outside the API. Call with the state lock held."""
+    when the file changed outside the API (under the write lock, which writers hold already)."""
     store, vault = state.library.store, state.library.vault
     row = store.note_by_id(note_id)
     if row is None or not _visible(row, principals):
         raise _not_found(note_id)
     current = notes_io.read_note(vault, row.path)
     if current is None or current.content_hash != row.content_hash:
-        sync_paths(store, vault, state.settings.index, [row.path])
+        with state.library.write_lock:
+            sync_paths(store, vault, state.settings.index, [row.path])
         row = store.note_by_id(note_id)
         if row is None or not _visible(row, principals):
             raise _not_found(note_id)
@@ -255,7 +214,7 @@ def _detail(store: DocumentStore, row: NoteRecord, text: str | None) -> dict[str
 
 
 def _written(state: ServerState, note_id: str | None, path: str, report: IndexReport) -> dict[str, Any]:
-    """The note as the index has it right after a write (state lock held)."""
+    """The note as the index has it right after a write (write lock held)."""
     store = state.library.store
     if note_id is None:
         indexed = store.note_states_of([path]).get(path)
@@ -283,8 +242,7 @@ def list_notes(
 ) -> dict[str, Any]:
     """Notes visible to the caller, by path."""
     state: ServerState = request.app.state.sunlib
-    with state.lock:
-        notes, total = state.library.store.list_notes(principals, folder, tag, limit, offset)
+    notes, total = state.library.store.list_notes(principals, folder, tag, limit, offset)
     return {"notes": [_summary(n) for n in notes], "total": total, "limit": limit, "offset": offset}
 
 
@@ -296,7 +254,7 @@ def create_note(
     state: ServerState = request.app.state.sunlib
     rel = _checked(body.path)
     vault = state.library.vault
-    with state.lock:
+    with state.library.write_lock:
         with _vault_errors():
             notes_io.write_note(vault, rel, body.content, create=True, validate=_validator(rel, state.settings))
         report = sync_paths(state.library.store, vault, state.settings.index, [rel])
@@ -308,9 +266,15 @@ def create_note(
 def get_note(note_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """A note's metadata, its text and its chunks' spans (to highlight a citation)."""
     state: ServerState = request.app.state.sunlib
-    with state.lock:
+    store = state.library.store
+    for _ in range(3):  # without a lock: a write may land between the checks and the reads
         row, text = _current(state, note_id, principals)
-        return _detail(state.library.store, row, text)
+        with store.snapshot():  # the row and its chunks from one state of the index
+            if store.note_by_id(note_id) == row:
+                return _detail(store, row, text)
+    with state.library.write_lock:  # writes keep coming: read between two of them
+        row, text = _current(state, note_id, principals)
+        return _detail(store, row, text)
 
 
 @router.patch("/{note_id}", response_model=NoteWrittenOut)
@@ -320,7 +284,7 @@ def update_note(
     """Replace a note's text (atomically); the note keeps its id."""
     state: ServerState = request.app.state.sunlib
     vault = state.library.vault
-    with state.lock:
+    with state.library.write_lock:
         row, _ = _current(state, note_id, principals)
         rel = row.path
         with _vault_errors():
@@ -335,7 +299,7 @@ def delete_note(note_id: str, request: Request, principals: tuple[str, ...] = De
     """Remove the note file and its sidecar; search stops finding it before this answers."""
     state: ServerState = request.app.state.sunlib
     vault = state.library.vault
-    with state.lock:
+    with state.library.write_lock:
         row, _ = _current(state, note_id, principals)
         with _vault_errors():
             notes_io.delete_note(vault, row.path)
@@ -351,7 +315,7 @@ def move_note(
     state: ServerState = request.app.state.sunlib
     new = _checked(body.new_path)
     vault = state.library.vault
-    with state.lock:
+    with state.library.write_lock:
         row, text = _current(state, note_id, principals)
         old = row.path
         if new == old:

@@ -29,10 +29,9 @@ class RunCancelled(Exception):
 def search(req: SearchBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """Hybrid, BM25 or dense search with filters; every result has a snippet and a citation."""
     state = request.app.state.sunlib
-    with state.lock:
-        result = state.library.search(
-            req.query, req.mode, req.filters.contract(), principals, limit=req.limit, offset=req.offset
-        )
+    result = state.library.search(
+        req.query, req.mode, req.filters.contract(), principals, limit=req.limit, offset=req.offset
+    )
     return result.as_json(with_trace=True)
 
 
@@ -44,7 +43,7 @@ def frame_json(result: AskResult) -> dict[str, Any]:
 def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """The AnswerFrame (cited answer or refusal with its reason), its run_id and the run chain."""
     state = request.app.state.sunlib
-    with state.lock:
+    with state.asks.track():
         result = state.library.ask(req.question, req.filters.contract(), principals)
     return {**frame_json(result), "trace": to_jsonable(result.trace)}
 
@@ -101,7 +100,7 @@ async def ask_stream(
 
     def work() -> None:
         try:
-            with state.lock:
+            with state.asks.track():
                 result = state.library.ask(
                     req.question, req.filters.contract(), principals, listener=listener, on_token=on_token
                 )

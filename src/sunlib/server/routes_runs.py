@@ -21,16 +21,14 @@ def list_runs(
     principals: tuple[str, ...] = Depends(principals_for),
 ) -> dict[str, Any]:
     state = request.app.state.sunlib
-    with state.lock:
-        runs = state.library.store.list_runs(principals, limit, offset)
+    runs = state.library.store.list_runs(principals, limit, offset)
     return {"runs": runs, "limit": limit, "offset": offset}
 
 
 @router.get("/{run_id}", response_model=RunOut)
 def get_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     state = request.app.state.sunlib
-    with state.lock:
-        run = state.library.store.get_run(run_id, principals)
+    run = state.library.store.get_run(run_id, principals)
     if run is None:  # missing and not yours look the same
         raise ApiError(404, "not_found", f"no run {run_id!r}")
     return run

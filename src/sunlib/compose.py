@@ -1,0 +1,147 @@
+"""What a Library builds, and what the libraries derived from one another share.
+
+``Library`` is the composition root: it builds the store connections, the embedders,
+the ask pipeline and the rescoring embedder from its frozen settings, each once.
+``Library.with_settings`` gives a new Library over the same index that shares a
+``Shared``: the per-thread connections, the write lock and every built part whose
+settings did not change (a loaded model is never loaded twice for the same
+configuration).
+
+Threads. Every thread reads through its own SQLite connection (``ThreadStores``; WAL
+lets readers run while one writer commits). The write lock (``Shared.write_lock``)
+orders note writes, syncs and the text phase of index jobs in this process; it is
+never held across a provider call (embedding, LLM). Parts are built under a lock per
+part, so two threads asking for one model at once load it once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import UserError
+from .store import SqliteStore
+
+T = TypeVar("T")
+
+
+def open_store(path: Path, dense_engine: str) -> SqliteStore:
+    """The one place that opens the index for a Library (a connection of its own).
+
+    Connections with the numpy engine share one in-memory matrix per index, space and
+    write generation (``store.memory.SHARED``) instead of loading a copy each."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the index folder {path.parent}: {exc.strerror or exc}") from None
+    return SqliteStore(path, dense_engine)
+
+
+class ThreadStores:
+    """One store (connection) per thread over one index file, opened on a thread's first use.
+
+    ``current()`` is the calling thread's store. A part that lives across threads (a
+    reranker bound to the index) holds this object instead: its attributes are those of
+    the calling thread's store. Only its own thread closes a store (``release()``), or
+    any thread once its owner has ended: at the next open and at ``close()``."""
+
+    def __init__(self, path: Path, dense_engine: str) -> None:
+        self.path, self.dense_engine = path, dense_engine
+        self._lock = threading.Lock()
+        self._open: dict[int, tuple[threading.Thread, SqliteStore]] = {}
+
+    def current(self) -> SqliteStore:
+        thread = threading.current_thread()
+        entry = self._open.get(thread.ident or 0)
+        if entry is not None and entry[0] is thread:
+            return entry[1]
+        with self._lock:
+            self._close_ended()
+        store = open_store(self.path, self.dense_engine)
+        with self._lock:
+            self._open[thread.ident or 0] = (thread, store)
+        return store
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.current(), name)
+
+    def connections(self) -> int:
+        """How many connections are open (one per thread that read since it started)."""
+        with self._lock:
+            return len(self._open)
+
+    def release(self) -> None:
+        """Close the calling thread's store, if it has one."""
+        thread = threading.current_thread()
+        with self._lock:
+            entry = self._open.get(thread.ident or 0)
+            if entry is not None and entry[0] is thread:
+                del self._open[thread.ident or 0]
+                entry[1].close()
+
+    def close(self) -> None:
+        """Close the calling thread's store and those of ended threads. Another live thread
+        may be in the middle of a read: its store closes when it releases it or ends."""
+        self.release()
+        with self._lock:
+            self._close_ended()
+
+    def _close_ended(self) -> None:
+        for ident, (thread, store) in list(self._open.items()):
+            if not thread.is_alive():
+                del self._open[ident]
+                store.close()
+
+
+class Shared:
+    """What the libraries over one index file share: connections, the write lock, built parts."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        # An RLock: a note write re-reads its note under the lock and may sync it first.
+        self.write_lock = threading.RLock()
+        self._lock = threading.Lock()
+        self._stores: dict[str, ThreadStores] = {}
+        self._parts: dict[Hashable, Any] = {}
+        self._building: dict[Hashable, threading.Lock] = {}
+
+    def stores(self, dense_engine: str) -> ThreadStores:
+        with self._lock:
+            stores = self._stores.get(dense_engine)
+            if stores is None:
+                stores = self._stores[dense_engine] = ThreadStores(self.db_path, dense_engine)
+            return stores
+
+    def part(self, key: Hashable, build: Callable[[], T]) -> T:
+        """The part built for ``key`` (built once, by the first thread that asks for it)."""
+        with self._lock:
+            if key in self._parts:
+                return self._parts[key]
+            turn = self._building.setdefault(key, threading.Lock())
+        with turn:
+            with self._lock:
+                if key in self._parts:
+                    return self._parts[key]
+            value = build()
+            with self._lock:
+                self._parts[key] = value
+                self._building.pop(key, None)
+            return value
+
+    def release_thread(self) -> None:
+        """Close the calling thread's connections (a worker thread that ends calls it)."""
+        with self._lock:
+            all_stores = list(self._stores.values())
+        for stores in all_stores:
+            stores.release()
+
+    def close(self) -> None:
+        """Close the calling thread's connections and those of ended threads."""
+        with self._lock:
+            all_stores = list(self._stores.values())
+        for stores in all_stores:
+            stores.close()
