@@ -328,7 +328,7 @@ def test_library_surfaces_respect_acl(data: st.DataObject, specs: tuple[NoteSpec
                     count_expansion(trace)
                     runs[result.run_id] = who
             for reader in ALL_CALLERS:
-                listed = {r["run_id"] for r in lib.store.list_runs(sorted(reader), limit=200)}
+                listed = {r.run_id for r in lib.store.list_runs(sorted(reader), limit=200)}
                 expected = {rid for rid, who in runs.items() if readable(who, reader)}
                 check_expected(listed == expected, f"list_runs({sorted(reader)}): {listed} != {expected}")
                 for rid, who in runs.items():
@@ -338,7 +338,7 @@ def test_library_surfaces_respect_acl(data: st.DataObject, specs: tuple[NoteSpec
                         f"get_run asked as {sorted(who)} read as {sorted(reader)}: {run is not None}",
                     )
                     if run is not None:
-                        check_clean(vault, reader, run, "store.get_run", run["question"])
+                        check_clean(vault, reader, to_jsonable(run), "store.get_run", run.question)
         finally:
             lib.close()
 
@@ -498,7 +498,7 @@ def test_acl_change_public_to_ops_is_honoured_after_reindex(tmp_path: Path, engi
         # Current behaviour, kept on purpose: a run saved BEFORE the change, asked as public,
         # stays readable by public (the frame records what public was shown at the time).
         kept = lib.store.get_run(old.run_id, ["public"])
-        assert kept is not None and "zqchangex" in json.dumps(kept)
+        assert kept is not None and "zqchangex" in json.dumps(to_jsonable(kept))
         r = api.bearer("tok-none").get(f"/api/runs/{old.run_id}")
         assert r.status_code == 200 and "zqchangex" in r.text
     finally:

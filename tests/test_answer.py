@@ -73,11 +73,11 @@ def test_runs_are_saved_and_readable_only_by_their_principals(e5_library: Librar
     mine = e5_library.ask("How do I install the optional minilm embedding model?", principals=["public", "ops"])
     assert e5_library.store.get_run(mine.run_id, ["public", "ops"]) is not None
     assert e5_library.store.get_run(mine.run_id, ["public"]) is None
-    assert mine.run_id not in {r["run_id"] for r in e5_library.store.list_runs(["public"], 100)}
+    assert mine.run_id not in {r.run_id for r in e5_library.store.list_runs(["public"], 100)}
     saved = e5_library.store.get_run(mine.run_id, ["ops", "public", "team"])
     assert saved is not None
-    assert saved["frame"]["answer"] == mine.frame.answer
-    assert [s["name"] for s in saved["trace"]["steps"]] == STEPS
+    assert saved.frame["answer"] == mine.frame.answer
+    assert [s["name"] for s in saved.trace["steps"]] == STEPS
 
 
 def test_acl_holds_for_answers(hash_library: Library) -> None:

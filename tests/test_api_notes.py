@@ -607,4 +607,4 @@ def test_server_shutdown_closes_the_worker_service(lib: Library) -> None:
     # a job after shutdown is refused as JSON, and the vectors of the note above were kept
     r = call(application, "POST", "/api/index/rebuild")
     assert r.status_code == 503 and r.json()["error"] == "unavailable", r.text
-    assert lib.store.count_pending(lib.space)[0] == 0
+    assert lib.store.vectors.count_pending(lib.space)[0] == 0

@@ -299,7 +299,7 @@ def test_server_error_forever_is_a_clean_refusal(
     assert names[-4:] == [Step.CONTEXT, Step.WRITE, Step.VERIFY, Step.SUMMARY]
     saved = lib.store.get_run(result.trace.run_id, ["public"])
     assert saved is not None
-    assert [(s["name"], s["status"]) for s in saved["trace"]["steps"]][-3:] == [
+    assert [(s["name"], s["status"]) for s in saved.trace["steps"]][-3:] == [
         (Step.WRITE, "error"),
         (Step.VERIFY, "skipped"),
         (Step.SUMMARY, "ok"),
@@ -665,4 +665,4 @@ def test_key_is_sent_but_never_shown(
         assert SECRET not in json.dumps(to_jsonable(result), ensure_ascii=False)
         saved = lib.store.get_run(result.trace.run_id, ["public"])
         assert saved is not None
-        assert SECRET not in json.dumps(saved, ensure_ascii=False, default=str)
+        assert SECRET not in json.dumps(to_jsonable(saved), ensure_ascii=False)

@@ -102,7 +102,7 @@ def test_each_thread_reads_on_its_own_connection(hash_library: Library) -> None:
     assert hash_library.stores.connections() == 1
     hash_library.close()  # every connection; the library reopens one on its next use
     assert hash_library.stores.connections() == 0
-    assert hash_library.store.counts()["notes"] > 0 and hash_library.stores.connections() == 1
+    assert hash_library.store.counts().notes > 0 and hash_library.stores.connections() == 1
 
 
 # -- the worker service --------------------------------------------------------------------------

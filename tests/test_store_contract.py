@@ -23,7 +23,16 @@ from sunlib.config import load_settings
 from sunlib.contracts import SearchFilters
 from sunlib.indexing import IndexReport, embed_pending, sync_text
 from sunlib.providers import create_embedder
-from sunlib.store import DocumentStore, Space, SqliteStore, Store, VectorIndex, VectorItem, Visibility
+from sunlib.store import (
+    DocumentStore,
+    RunRecord,
+    Space,
+    SqliteStore,
+    Store,
+    VectorIndex,
+    VectorItem,
+    Visibility,
+)
 
 BACKENDS: dict[str, Callable[[Path], Store]] = {
     "sqlite-vec": lambda db: SqliteStore(db, "sqlite-vec"),
@@ -267,6 +276,26 @@ def test_note_listing_pages_by_path(store: Store) -> None:
     rest, again = store.list_notes(EVERYONE.principals, limit=10, offset=2)
     assert total == again == 4  # scratch.md is nobody's
     assert [n.path for n in notes + rest] == sorted(p for p in NOTES if p != "scratch.md")
+
+
+# -- runs --------------------------------------------------------------------------------------
+
+
+def _run(run_id: str, principals: tuple[str, ...], created_at: float) -> RunRecord:
+    frame = {"question": f"q {run_id}", "answer": "a", "refused": False}
+    return RunRecord(run_id, "ask", created_at, principals, f"q {run_id}", False, 12.5, frame, {"steps": []})
+
+
+def test_a_run_is_read_back_whole_by_those_who_hold_its_principals(store: Store) -> None:
+    store.save_run(_run("run_a", ("public",), 1.0))
+    store.save_run(_run("run_b", ("ops", "public"), 2.0))
+    assert store.get_run("run_a", ("public",)) == _run("run_a", ("public",), 1.0)
+    assert store.get_run("run_b", ("public",)) is None  # asked as ops: public may not read it
+    assert store.get_run("run_b", ("public", "ops")) == _run("run_b", ("ops", "public"), 2.0)
+    assert [r.run_id for r in store.list_runs(("public",))] == ["run_a"]
+    listed = store.list_runs(("ops", "public"), limit=1)
+    assert [r.run_id for r in listed] == ["run_b"] and not isinstance(listed[0], RunRecord)  # newest first
+    assert [r.run_id for r in store.list_runs(("ops", "public"), limit=1, offset=1)] == ["run_a"]
 
 
 # -- rebuild and crash -------------------------------------------------------------------------

@@ -61,14 +61,14 @@ def test_a_saved_trace_round_trips(hash_library: Library) -> None:
     result = hash_library.ask(QUESTION)
     saved = hash_library.store.get_run(result.run_id, ["public"])
     assert saved is not None
-    again = RunTrace.from_json(saved["trace"])
-    assert to_jsonable(again) == saved["trace"] == json.loads(json.dumps(to_jsonable(result.trace)))
+    again = RunTrace.from_json(saved.trace)
+    assert to_jsonable(again) == saved.trace == json.loads(json.dumps(to_jsonable(result.trace)))
     assert again == RunTrace.from_json(to_jsonable(result.trace))
     assert [s.name for s in again.steps] == list(ASK_STEPS)  # the default chain: flat, iteration 0
     assert all(s.parent_id is None and s.iteration == 0 for s in again.steps)
     # a trace saved before spans existed still reads, its steps numbered in order
     before = ("name", "status", "latency_ms", "input_summary", "output_summary", "details")
-    old = {**saved["trace"], "steps": [{k: s[k] for k in before} for s in saved["trace"]["steps"]]}
+    old = {**saved.trace, "steps": [{k: s[k] for k in before} for s in saved.trace["steps"]]}
     assert [s.span_id for s in RunTrace.from_json(old).steps] == [f"s{i}" for i in range(1, len(ASK_STEPS) + 1)]
 
 

@@ -34,7 +34,7 @@ from ..errors import UserError
 from ..providers import Embedder, Reranker, Writer, create_reranker, create_writer, sentence_model
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
-from ..store import Store
+from ..store import RunRecord, Store
 from ..trace import Listener, Tracer
 from .citations import Verification, source_cards
 from .gate import profile_for
@@ -201,17 +201,17 @@ class Asker:
         trace = tracer.finish()
         if keep:
             self.store.save_run(
-                {
-                    "run_id": trace.run_id,
-                    "kind": "ask",
-                    "created_at": started,
-                    "principals": list(who),
-                    "question": frame.question,
-                    "refused": frame.refused,
-                    "total_ms": trace.total_ms,
-                    "frame": to_jsonable(frame),
-                    "trace": to_jsonable(trace),
-                }
+                RunRecord(
+                    trace.run_id,
+                    "ask",
+                    started,
+                    tuple(who),
+                    frame.question,
+                    frame.refused,
+                    trace.total_ms,
+                    frame=to_jsonable(frame),
+                    trace=to_jsonable(trace),
+                )
             )
         return trace
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -140,16 +141,16 @@ def runs_list(
         principals = principals_of(as_) or lib.settings.search.principals
         runs = lib.store.list_runs(principals, limit, offset)
     if as_json:
-        print_json(runs)
+        print_json([dataclasses.asdict(r) for r in runs])
         return
     if not runs:
         out.print("no saved runs")
     from datetime import UTC, datetime
 
     for r in runs:
-        when = datetime.fromtimestamp(r["created_at"], UTC).strftime("%Y-%m-%d %H:%M:%S")
-        state = "[yellow]refused[/]" if r["refused"] else "[green]answered[/]"
-        out.print(f"{r['run_id']}  {when}  {state}  {r['total_ms']:.0f} ms  {escape(r['question'][:70])}")
+        when = datetime.fromtimestamp(r.created_at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        state = "[yellow]refused[/]" if r.refused else "[green]answered[/]"
+        out.print(f"{r.run_id}  {when}  {state}  {r.total_ms:.0f} ms  {escape(r.question[:70])}")
 
 
 @runs_app.command("show")
@@ -168,12 +169,12 @@ def runs_show(
     if run is None:
         raise UserError(f"no run {run_id!r} that you may read")
     if as_json:
-        print_json(run)
+        print_json(dataclasses.asdict(run))
         return
-    frame = run["frame"]
-    out.print(f"[bold]{escape(run['question'])}[/]")
+    frame = run.frame
+    out.print(f"[bold]{escape(run.question)}[/]")
     if frame.get("refused"):
         out.print(f"[bold yellow]refused[/]: {escape(frame.get('refusal_reason') or '')}")
     else:
         out.print(escape(frame.get("answer", "")))
-    print_trace(RunTrace.from_json(run["trace"]))
+    print_trace(RunTrace.from_json(run.trace))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -22,7 +23,7 @@ def list_runs(
 ) -> dict[str, Any]:
     state = request.app.state.sunlib
     runs = state.library.store.list_runs(principals, limit, offset)
-    return {"runs": runs, "limit": limit, "offset": offset}
+    return {"runs": [dataclasses.asdict(r) for r in runs], "limit": limit, "offset": offset}
 
 
 @router.get("/{run_id}", response_model=RunOut)
@@ -31,4 +32,4 @@ def get_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends
     run = state.library.store.get_run(run_id, principals)
     if run is None:  # missing and not yours look the same
         raise ApiError(404, "not_found", f"no run {run_id!r}")
-    return run
+    return dataclasses.asdict(run)

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..contracts import Chunk, Note
 from ..ingest.ids import sha256_hex
 from .db import Db, batches, visible_sql
 from .errors import at_boundary
-from .protocols import ChunkRow, Counts, NoteRecord, NoteState, NoteSummary, Visibility, embed_text_for
+from .protocols import (
+    ChunkRow,
+    Counts,
+    NoteRecord,
+    NoteState,
+    NoteSummary,
+    RunRecord,
+    RunSummary,
+    Visibility,
+    embed_text_for,
+)
 
 _CHUNK_COLUMNS = (
     "c.id, c.chunk_id, c.ordinal, c.heading_path, c.text, c.start16, c.end16, c.start_line, c.end_line,"
@@ -280,27 +291,26 @@ class SqliteDocuments:
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def save_run(self, run: Mapping[str, Any]) -> None:
-        """Persist one run: keys run_id, kind, created_at, principals, question, refused,
-        total_ms, frame, trace (the last two JSON-ready objects)."""
+    def save_run(self, run: RunRecord) -> None:
+        """Persist one run (its frame and trace are JSON-ready documents)."""
         with self.db.conn:
             self.db.conn.execute(
                 "INSERT OR REPLACE INTO runs(run_id, kind, created_at, principals, question, refused, total_ms,"
                 " frame, trace) VALUES (?,?,?,?,?,?,?,?,?)",
                 (
-                    run["run_id"],
-                    run["kind"],
-                    run["created_at"],
-                    json.dumps(sorted(set(run["principals"]))),
-                    run["question"],
-                    int(bool(run["refused"])),
-                    run["total_ms"],
-                    json.dumps(run["frame"], ensure_ascii=False),
-                    json.dumps(run["trace"], ensure_ascii=False),
+                    run.run_id,
+                    run.kind,
+                    run.created_at,
+                    json.dumps(sorted(set(run.principals))),
+                    run.question,
+                    int(run.refused),
+                    run.total_ms,
+                    json.dumps(run.frame, ensure_ascii=False),
+                    json.dumps(run.trace, ensure_ascii=False),
                 ),
             )
 
-    def list_runs(self, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[dict[str, Any]]:
+    def list_runs(self, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[RunSummary]:
         """Runs the principals may read (every principal the run was asked as is among them), newest first."""
         rows = self.db.conn.execute(
             f"SELECT {_RUN_COLUMNS} FROM runs r WHERE {_RUN_READABLE}"
@@ -309,7 +319,7 @@ class SqliteDocuments:
         )
         return [_run(r) for r in rows]
 
-    def get_run(self, run_id: str, principals: Sequence[str]) -> dict[str, Any] | None:
+    def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None:
         """One run with its frame and trace, or None when it does not exist or the principals may not read it."""
         row = self.db.conn.execute(
             f"SELECT {_RUN_COLUMNS}, frame, trace FROM runs r WHERE {_RUN_READABLE} AND run_id = ?",
@@ -317,19 +327,11 @@ class SqliteDocuments:
         ).fetchone()
         if row is None:
             return None
-        return {**_run(row), "frame": json.loads(row[7]), "trace": json.loads(row[8])}
+        return RunRecord(**dataclasses.asdict(_run(row)), frame=json.loads(row[7]), trace=json.loads(row[8]))
 
 
-def _run(r: Sequence[Any]) -> dict[str, Any]:
-    return {
-        "run_id": r[0],
-        "kind": r[1],
-        "created_at": r[2],
-        "principals": json.loads(r[3]),
-        "question": r[4],
-        "refused": bool(r[5]),
-        "total_ms": r[6],
-    }
+def _run(r: Sequence[Any]) -> RunSummary:
+    return RunSummary(str(r[0]), str(r[1]), float(r[2]), tuple(json.loads(r[3])), str(r[4]), bool(r[5]), float(r[6]))
 
 
 def _meta_pairs(metadata: Any) -> list[tuple[str, str]]:

@@ -174,6 +174,29 @@ class Counts:
 
 
 @dataclass(frozen=True)
+class RunSummary:
+    """One saved run as a list shows it. ``principals`` are those it was asked as: a run is
+    readable by whoever holds every one of them."""
+
+    run_id: str
+    kind: str
+    created_at: float
+    principals: tuple[str, ...]
+    question: str
+    refused: bool
+    total_ms: float
+
+
+@dataclass(frozen=True)
+class RunRecord(RunSummary):
+    """A saved run whole: its answer frame and its trace, as the JSON documents the ask
+    pipeline wrote (``RunTrace.from_json`` reads the trace back)."""
+
+    frame: Mapping[str, Any] = field(default_factory=dict)
+    trace: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Reconciled:
     """What ``reconcile`` did to one space."""
 
@@ -231,10 +254,10 @@ class DocumentStore(Protocol):
     def neighbours(self, chunk_id: str, radius: int) -> list[ChunkRow]: ...
     def visible_chunk_ids(self, visibility: Visibility) -> list[str]: ...
     def counts(self) -> Counts: ...
-    # Runs are JSON documents owned by the ask pipeline (its RunTrace and AnswerFrame records).
-    def save_run(self, run: Mapping[str, Any]) -> None: ...
-    def list_runs(self, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[dict[str, Any]]: ...
-    def get_run(self, run_id: str, principals: Sequence[str]) -> dict[str, Any] | None: ...
+    # Runs: the ask pipeline's frame and trace, readable by whoever holds every principal asked as.
+    def save_run(self, run: RunRecord) -> None: ...
+    def list_runs(self, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[RunSummary]: ...
+    def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None: ...
 
 
 @runtime_checkable

@@ -6,10 +6,13 @@ then set ``[answer] writer = "llama-cpp"`` and ``[llm] gguf_path``. ``n_threads`
 defaults to 1: on busy cores more threads made generation collapse. It streams
 whenever a token callback is given, and JSON mode is llama-cpp's ``response_format``
 (a grammar); tool calls need a function-calling chat format, so they are not offered.
+A ``Llama`` object is not reentrant: one generation runs at a time per loaded model
+(concurrent asks queue on that model's lock, and nothing else waits on it).
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +38,13 @@ class LlamaCppChatModel(ChatModel):
         self.settings = settings
         self.model = path.name
         self.llm = Llama(model_path=str(path), n_threads=settings.n_threads, n_ctx=settings.n_ctx, verbose=False)
+        self._turn = threading.Lock()
 
     def _chat(self, request: ChatRequest, on_token: OnToken | None) -> ChatReply:
+        with self._turn:
+            return self._generate(request, on_token)
+
+    def _generate(self, request: ChatRequest, on_token: OnToken | None) -> ChatReply:
         kwargs: dict[str, Any] = {
             "temperature": self.settings.temperature if request.temperature is None else request.temperature,
             "max_tokens": self.settings.max_tokens if request.max_tokens is None else request.max_tokens,
