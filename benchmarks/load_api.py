@@ -49,6 +49,7 @@ import numpy as np
 
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
+from sunlib.steps import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -222,7 +223,7 @@ async def streamed_ask(url: str, started: asyncio.Event, written: asyncio.Event)
                 event = line[6:].strip()
                 if event == "token":
                     started.set()
-            elif line.startswith("data:") and event == "step" and json.loads(line[5:])["name"] == "Writer":
+            elif line.startswith("data:") and event == "step" and json.loads(line[5:])["name"] == Step.WRITE:
                 written.set()
     if not (started.is_set() and written.is_set()):
         raise SystemExit("the ask never streamed from its writer (refused or failed)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sunlib import Library
@@ -112,3 +113,21 @@ def test_numpy_matrices_are_shared_across_connections_and_threads(vault: Path, t
         c.chunk_id for c in vec.store.chunks_of_note(vec.store.note_states()["new.md"].note_id)
     }
     vec.close()
+
+
+def test_a_newer_generation_replaces_the_matrix_instead_of_adding_one() -> None:
+    """An embedding job bumps the generation at every batch: the cache must hold one matrix
+    per space, not one per generation."""
+    from sunlib.store import MatrixCache
+
+    cache = MatrixCache()
+
+    def load() -> tuple[list[str], np.ndarray]:
+        return ["chk_a", "chk_b"], np.eye(2, dtype=np.float32)
+
+    for generation in (1, 2, 3, 3):
+        entry = cache.matrix(("index", "space"), generation, load)
+        assert entry.chunk_ids == ("chk_a", "chk_b")
+    assert len(cache) == 1 and cache.loads == 3  # generation 3 was asked twice, loaded once
+    cache.matrix(("index", "other space"), 3, load)
+    assert len(cache) == 2

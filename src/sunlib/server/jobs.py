@@ -98,11 +98,13 @@ class Jobs:
                 self._lane(lane)
 
     def submit(self, kind: str, principals: tuple[str, ...], work: Work, prefix: str = "job") -> Job:
+        if kind not in LANES:  # a lane is a thread: kinds are a closed set
+            raise ValueError(f"unknown job kind {kind!r}; the kinds are {', '.join(sorted(LANES))}")
         job = Job(f"{prefix}_{uuid.uuid4().hex[:16]}", kind, principals)
         with self._lock:
             if self._closed:
                 raise ApiError(503, "unavailable", "the server is shutting down: no new background jobs")
-            lane = self._lane(LANES.get(kind, kind))
+            lane = self._lane(LANES[kind])
             if lane.qsize() >= self._queue_size:
                 raise ApiError(503, "busy", f"{self._queue_size} background jobs are already waiting; try again later")
             job.record("queued")

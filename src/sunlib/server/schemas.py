@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..contracts import SearchFilters
+from ..retrieve.engine import MAX_QUERY_CHARS
 
 
 class Filters(BaseModel):
@@ -44,7 +45,7 @@ class Filters(BaseModel):
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     mode: Literal["bm25", "dense", "hybrid"] | None = None
     filters: Filters = Field(default_factory=Filters)
     limit: int = Field(10, ge=1, le=100)
@@ -54,7 +55,7 @@ class SearchBody(BaseModel):
 class AskBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=4000)
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     filters: Filters = Field(default_factory=Filters)
 
 

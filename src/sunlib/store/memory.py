@@ -37,35 +37,57 @@ class VectorSource(VectorIndex, Protocol):
 
 @dataclass(frozen=True)
 class _Matrix:
+    generation: int  # the write generation the matrix was read at
     chunk_ids: tuple[str, ...]
     position: dict[str, int]
     matrix: np.ndarray
 
 
 class MatrixCache:
-    """Thread-safe LRU of space matrices and visibility masks, keyed by (index, generation)."""
+    """Thread-safe LRU of space matrices (one per index and space: a newer write generation
+    replaces the matrix, so an embedding job never piles up copies) and visibility masks."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._matrices: OrderedDict[tuple[str, str, int], _Matrix] = OrderedDict()
+        self._matrices: OrderedDict[tuple[str, str], _Matrix] = OrderedDict()
+        self._loading: dict[tuple[str, str], threading.Lock] = {}
         self._masks: OrderedDict[tuple[object, ...], np.ndarray] = OrderedDict()
         self.loads = 0  # matrices loaded from a source so far (what sharing saves)
 
-    def matrix(self, key: tuple[str, str, int], load: SourceLoad) -> _Matrix:
+    def __len__(self) -> int:
+        """How many matrices are held."""
+        with self._lock:
+            return len(self._matrices)
+
+    def _current(self, key: tuple[str, str], generation: int) -> _Matrix | None:
         with self._lock:
             found = self._matrices.get(key)
+            if found is None or found.generation != generation:
+                return None
+            self._matrices.move_to_end(key)
+            return found
+
+    def matrix(self, key: tuple[str, str], generation: int, load: SourceLoad) -> _Matrix:
+        """The matrix of ``key`` (index, space) at ``generation``, loaded once however many
+        threads ask for it at once."""
+        found = self._current(key, generation)
+        if found is not None:
+            return found
+        with self._lock:
+            turn = self._loading.setdefault(key, threading.Lock())
+        with turn:  # readers of this space wait for one load; other spaces do not
+            found = self._current(key, generation)
             if found is not None:
-                self._matrices.move_to_end(key)
                 return found
-        chunk_ids, matrix = load()  # outside the lock: loading may take a while
-        matrix.setflags(write=False)
-        with self._lock:
-            self.loads += 1
-        entry = _Matrix(tuple(chunk_ids), {c: i for i, c in enumerate(chunk_ids)}, matrix)
-        with self._lock:
-            self._matrices[key] = entry
-            while len(self._matrices) > MATRIX_CACHE:
-                self._matrices.popitem(last=False)
+            chunk_ids, matrix = load()
+            matrix.setflags(write=False)
+            entry = _Matrix(generation, tuple(chunk_ids), {c: i for i, c in enumerate(chunk_ids)}, matrix)
+            with self._lock:
+                self.loads += 1
+                self._matrices[key] = entry
+                self._matrices.move_to_end(key)
+                while len(self._matrices) > MATRIX_CACHE:
+                    self._matrices.popitem(last=False)
         return entry
 
     def mask(self, key: tuple[object, ...], build: MaskBuild) -> np.ndarray:
@@ -107,7 +129,7 @@ class NumpyVectors:
 
     def knn(self, space: Space, query: np.ndarray, visibility: Visibility, k: int) -> list[tuple[str, float]]:
         generation = self.documents.generation()
-        entry = self.cache.matrix((self.identity, space.name, generation), lambda: self.source.all_vectors(space))
+        entry = self.cache.matrix((self.identity, space.name), generation, lambda: self.source.all_vectors(space))
         if not entry.chunk_ids:
             return []
 

@@ -26,6 +26,7 @@ from ..http_common import (
     RetryPolicy,
     is_loopback,
     read_key,
+    redact,
     retry_after,
     status_failure,
 )
@@ -112,9 +113,10 @@ class OpenAIChatModel(ChatModel):
         try:
             response = self._client.post(f"{self.base_url}/chat/completions", json=body)
         except TRANSIENT_ERRORS as exc:
-            raise Retryable(f"{type(exc).__name__}: {exc}") from None
+            raise Retryable(f"{type(exc).__name__}: {redact(str(exc), self._key)}") from None
         except httpx.HTTPError as exc:  # e.g. a body that does not decode
-            raise ProviderError(f"unreadable response from the LLM: {type(exc).__name__}: {exc}") from None
+            detail = redact(str(exc), self._key)
+            raise ProviderError(f"unreadable response from the LLM: {type(exc).__name__}: {detail}") from None
         self._check(response)
         try:
             payload = response.json()
@@ -146,10 +148,13 @@ class OpenAIChatModel(ChatModel):
                     stream.feed(data)
         except TRANSIENT_ERRORS as exc:
             if stream.parts:  # tokens already went out: retrying would repeat them
-                raise ProviderError(f"the LLM stream broke after {len(stream.parts)} deltas: {exc}") from None
-            raise Retryable(f"{type(exc).__name__}: {exc}") from None
+                raise ProviderError(
+                    f"the LLM stream broke after {len(stream.parts)} deltas: {redact(str(exc), self._key)}"
+                ) from None
+            raise Retryable(f"{type(exc).__name__}: {redact(str(exc), self._key)}") from None
         except httpx.HTTPError as exc:  # e.g. a body that does not decode
-            raise ProviderError(f"unreadable stream from the LLM: {type(exc).__name__}: {exc}") from None
+            detail = redact(str(exc), self._key)
+            raise ProviderError(f"unreadable stream from the LLM: {type(exc).__name__}: {detail}") from None
         if stream.finish_reason is None:
             raise ProviderError(f"the LLM stream ended without finishing (after {len(stream.parts)} deltas)")
         return stream.reply(self.model)
