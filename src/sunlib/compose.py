@@ -3,9 +3,9 @@
 ``Library`` is the composition root: it builds the store connections, the embedders,
 the ask pipeline and the rescoring embedder from its frozen settings, each once.
 ``Library.with_settings`` gives a new Library over the same index that shares a
-``Shared``: the per-thread connections, the write lock and every built part whose
-settings did not change (a loaded model is never loaded twice for the same
-configuration).
+``Shared``: the per-thread connections, the write lock and the parts built through
+``Shared.part`` whose settings did not change (the embedders: a loaded model is not
+loaded again for the same configuration).
 
 Threads. Every thread reads through its own SQLite connection (``ThreadStores``; WAL
 lets readers run while one writer commits). The write lock (``Shared.write_lock``)
