@@ -120,7 +120,11 @@ def test_acl_after_knn_starves_the_caller_acl_inside_knn_does_not(acl_vault: Pat
         restricted = store.chunks_of_note(store.note_states()["restricted.md"].note_id)
         saved = store.get_run(public.run_id, ["public"])
         assert saved is not None
-        for blob in (json.dumps(to_jsonable(frame)), json.dumps(to_jsonable(public.trace)), json.dumps(saved)):
+        for blob in (
+            json.dumps(to_jsonable(frame)),
+            json.dumps(to_jsonable(public.trace)),
+            json.dumps(to_jsonable(saved)),
+        ):
             assert "restricted.md" not in blob
             assert CODEWORD not in blob.lower()
             assert all(c.chunk_id not in blob and c.note_id not in blob for c in restricted)
