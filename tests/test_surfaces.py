@@ -8,6 +8,7 @@ line, each raising the error the store boundary raises; the disk-full test
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -155,3 +156,21 @@ def test_store_errors_on_the_cli(raising_verb: str, kind: str) -> None:
     assert r.returncode == 1
     assert r.stderr.splitlines() == [f"error: {MESSAGES[kind]}"], r.stderr
     assert r.stdout == ""
+
+
+def test_a_damaged_index_file_is_a_503_json_error_and_one_cli_line(tmp_path: Path) -> None:
+    """The whole path: a file that is not a database, opened by the real store, raised as
+    StoreCorrupt at its boundary and mapped once per surface."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "note.md").write_text("# A note\n\nSome text.\n", encoding="utf-8")
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "sunlib.db").write_bytes(b"this is not an SQLite database at all " * 200)
+    lib = Library.open(vault, embedding={"provider": "hash"}, index_dir=index)
+    r = Api(create_app(lib)).get("/api/index/status")
+    assert r.status_code == 503, r.text
+    assert r.json()["error"] == StoreCorrupt.code and "Traceback" not in r.text
+    cli = sunlib("status", "--vault", str(vault), env={"SUNLIB_INDEX_DIR": str(index)})
+    assert cli.returncode == 1 and len(cli.stderr.splitlines()) == 1, cli.stderr
+    assert cli.stderr.startswith("error: ")
