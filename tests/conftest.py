@@ -16,6 +16,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
+from llm_server import ChatServer
+from llm_server import start as start_chat_server
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import ProviderError
@@ -140,3 +142,13 @@ def e5_library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     lib.index()
     yield lib
     lib.close()
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    """A real local OpenAI-compatible server (tests/llm_server.py) on a free port, stopped after the test."""
+    state, stop = start_chat_server()
+    try:
+        yield state
+    finally:
+        stop()

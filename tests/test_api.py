@@ -23,7 +23,7 @@ import pytest
 import uvicorn
 
 from clients import Api
-from llm_server import ChatServer, start
+from llm_server import ChatServer
 from sse import sse
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
@@ -389,12 +389,9 @@ class Served:
 
 
 @pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    state, stop = start()
-    try:
-        yield state
-    finally:
-        stop()
+def chat(chat_server: ChatServer) -> ChatServer:
+    """The local OpenAI-compatible test server (conftest's ``chat_server``)."""
+    return chat_server
 
 
 def test_client_disconnect_stops_the_run(open_hash: Callable[..., Library], chat: ChatServer) -> None:

@@ -7,12 +7,11 @@ on that model, and neither keeps anything of one call on itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from llm_server import ChatServer, start
+from llm_server import ChatServer
 from sunlib.answer.router import ROUTER_PROMPT, LLMRouter, RuleRouter, create_router
 from sunlib.config import LLMSettings, load_settings
 from sunlib.errors import ConfigError, ProviderError, UnsupportedCapability
@@ -37,12 +36,9 @@ HELLO = (ChatMessage.system("Be brief."), ChatMessage.user("Say hello."))
 
 
 @pytest.fixture
-def server() -> Iterator[ChatServer]:
-    state, stop = start()
-    try:
-        yield state
-    finally:
-        stop()
+def server(chat_server: ChatServer) -> ChatServer:
+    """The local OpenAI-compatible test server (conftest's ``chat_server``)."""
+    return chat_server
 
 
 def model(server: ChatServer, **llm: object) -> OpenAIChatModel:

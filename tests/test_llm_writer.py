@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from llm_server import ChatServer, sources, start, system_message, user_message
+from llm_server import ChatServer, sources, system_message, user_message
 from sunlib import Library
 from sunlib.answer.context import Budget, build_context
 from sunlib.answer.router import DIRECT_REPLY, ROUTER_PROMPT
@@ -58,12 +58,9 @@ RETRIEVAL = (Step.BM25, Step.DENSE, Step.FUSION, Step.RERANK, Step.SELECT)
 
 
 @pytest.fixture
-def server() -> Iterator[ChatServer]:
-    state, stop = start()
-    try:
-        yield state
-    finally:
-        stop()
+def server(chat_server: ChatServer) -> ChatServer:
+    """The local OpenAI-compatible test server (conftest's ``chat_server``)."""
+    return chat_server
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ depends on how fast the machine is); the embedder and the chat model share the p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-from llm_server import ChatServer, start, vector
+from llm_server import ChatServer, vector
 from sunlib.config import EmbeddingSettings, LLMSettings
 from sunlib.errors import ProviderError
 from sunlib.providers import ChatMessage, ChatRequest, create_embedder
@@ -25,12 +24,9 @@ HELLO = ChatRequest((ChatMessage.user("Say hello."),))
 
 
 @pytest.fixture
-def server() -> Iterator[ChatServer]:
-    state, stop = start()
-    try:
-        yield state
-    finally:
-        stop()
+def server(chat_server: ChatServer) -> ChatServer:
+    """The local OpenAI-compatible test server (conftest's ``chat_server``)."""
+    return chat_server
 
 
 def recording(waits: list[float], **fields: Any) -> RetryPolicy:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,7 +14,7 @@ import pytest
 import uvicorn
 from pydantic import ValidationError
 
-from llm_server import ChatServer, start
+from llm_server import ChatServer
 from sse import sse
 from sunlib import Library
 from sunlib.config import Settings
@@ -194,12 +193,9 @@ class Served:
 
 
 @pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    state, stop = start()
-    try:
-        yield state
-    finally:
-        stop()
+def chat(chat_server: ChatServer) -> ChatServer:
+    """The local OpenAI-compatible test server (conftest's ``chat_server``)."""
+    return chat_server
 
 
 def test_a_search_returns_while_the_writer_is_still_writing(hash_library: Library, chat: ChatServer) -> None:
