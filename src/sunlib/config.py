@@ -115,7 +115,13 @@ class AnswerSettings(BaseModel):
     top_k: int = Field(5, ge=1, le=50)  # evidence chunks kept after selection
     # Seed 002 phase 1: drop candidates whose rerank score (top = 1.0) is below this.
     min_score: float = Field(0.05, ge=0.0, le=1.0)
-    # Refusal gate. Gate score = (w * top dense cosine + (1 - w) * query-term coverage of the
+    # Refusal gate. "learned" (the default): the answer scorer's calibrated probability that the
+    # evidence answers the question (answer/scorer.py, fitted on SQuAD 2.0, CMRC2018 and the bundled
+    # calibration set), refused below answerable_threshold (None: the shipped one); the same for
+    # every vault. "score": the hand-fitted score gate below.
+    gate: Literal["learned", "score"] = "learned"
+    answerable_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    # The score gate. Gate score = (w * top dense cosine + (1 - w) * query-term coverage of the
     # evidence + v * best sentence cosine) / (1 + v), with v the sentence weight (0 unless set);
     # below the threshold the question is refused. Left unset (None), each comes from the
     # embedding provider's gate profile (answer/gate.py: the numbers calibrated for e5 on the

@@ -21,6 +21,7 @@ from .text.terms import TermWeights
 if TYPE_CHECKING:  # the answer stages' records, carried by AskResult
     from .answer.citations import Verification
     from .answer.gate import GateDecision, GateSignals
+    from .answer.scorer import ScoredUnit
     from .answer.select import Selection
 
 MODES: tuple[str, ...] = ("bm25", "dense", "hybrid")
@@ -371,6 +372,7 @@ class WriteRequest:
     term_weights: TermWeights
     confidence_note: str = ""
     max_sentences: int = 3
+    units: tuple[ScoredUnit, ...] = ()  # the evidence's answer units, scored, best first
 
 
 @dataclass(frozen=True)

@@ -126,3 +126,55 @@ def expected_answer(question: str) -> Expectation | None:
     if _NUMBER_Q.search(question):
         return Expectation("number")
     return None
+
+
+# -- answer types, as features of the unit scorer (answer.scorer) --------------------------
+# Softer than ``Expectation``: they never refuse; they tell the scorer that a unit states the
+# kind of value a question asks for (a key combination, a path, a command, a version, a default).
+
+_ASKED = {
+    "key": re.compile(r"\b(?:shortcut|hotkey|keyboard|key(?:s|stroke)?|press)\b|快捷键|按键|热键|键盘", re.IGNORECASE),
+    "path": re.compile(
+        r"\bwhere\b|\b(?:which|what) (?:file|folder|directory|path|url|endpoint|route)\b|路径|目录|文件夹|在哪|哪个文件",
+        re.IGNORECASE,
+    ),
+    "command": re.compile(
+        r"\b(?:command|cli|run|install|launch|start|invoke|type)\b|命令|运行|安装|启动|执行", re.IGNORECASE
+    ),
+    "version": re.compile(r"\bversions?\b|\brelease\b|\bsince when\b|版本", re.IGNORECASE),
+    "default": re.compile(r"\bdefaults?\b|\bby default\b|默认", re.IGNORECASE),
+    "name": re.compile(
+        r"\b(?:which|what) (?:\w+ )?(?:parameter|option|setting|flag|class|function|method|argument|field|"
+        r"header|status|code|port|model|library|package|module|type|key|variable|name)s?\b|哪个|哪些|什么参数|什么类",
+        re.IGNORECASE,
+    ),
+}
+_STATED = {
+    "key": re.compile(
+        r"\b(?:ctrl|cmd|command|alt|option|shift|meta|super|win)\s*[-+]\s*\S|<kbd>|[⌘⌥⇧⌃]", re.IGNORECASE
+    ),
+    "path": re.compile(r"(?:[\w.~-]+/)+[\w.-]+|\b[\w-]+\.(?:md|py|toml|json|ya?ml|txt|ini|cfg|sh|html|js|ts)\b"),
+    "command": re.compile(r"`[^`\n]{2,}`|^\s*(?:\$ )?(?:pip|python|uvicorn|fastapi|sunlib|npm|git|docker|make)\b"),
+    "version": re.compile(r"\b\d+\.\d+(?:\.\d+)?\b|\bv\d+\b"),
+    "default": re.compile(r"\bdefaults?\b|\bby default\b|默认"),
+    "name": re.compile(r"`[^`\n]+`|\b[A-Za-z]+[A-Z_][A-Za-z0-9_]*\b|\b\d{3}\b"),
+}
+
+
+def asked_types(question: str) -> frozenset[str]:
+    """The kinds of value a question asks for (``key``, ``path``, ``command``, ``version``,
+    ``default``, ``name``, and the quantity of ``expected_answer``)."""
+    kinds = {kind for kind, pattern in _ASKED.items() if pattern.search(question)}
+    quantity = expected_answer(question)
+    if quantity is not None:
+        kinds.add("quantity")
+    return frozenset(kinds)
+
+
+def stated_types(text: str, asked: frozenset[str], quantity: Expectation | None) -> frozenset[str]:
+    """The kinds of value ``text`` states, among the ``asked`` ones (``quantity``: the question's
+    ``expected_answer``)."""
+    kinds = {kind for kind in asked & _STATED.keys() if _STATED[kind].search(text)}
+    if quantity is not None and quantity.met_by([text]):
+        kinds.add("quantity")
+    return frozenset(kinds)

@@ -2,6 +2,12 @@
 
 ``GateSignals`` is what selection measured on the kept evidence; a ``RefusalGate``
 turns it into a ``GateDecision`` (passed, score, threshold, the ``Refusal`` records).
+
+``LearnedGate`` (the default, ``[answer] gate = "learned"``) refuses below a threshold on
+the answer scorer's calibrated probability that the evidence answers the question
+(``answer.scorer``), one threshold for every vault, plus the two checks below. Without
+shipped scorer parameters it hands over to the score gate.
+
 ``ScoreGate`` is the gate of seed 001:
 
     score = (w * top cosine + (1 - w) * coverage + v * best sentence) / (1 + v)
@@ -28,6 +34,7 @@ from ..config import AnswerSettings, GateSetting
 from ..contracts import Refusal
 from ..store import Store
 from .expect import Expectation
+from .scorer import Answerability, load_params
 from .refusals import joined, refusal
 
 
@@ -164,6 +171,8 @@ class GateSignals:
     missing_names: tuple[str, ...] = ()  # names of the question no kept passage mentions
     expects: Expectation | None = None  # the kind of answer the question asks for
     expectation_met: bool = True
+    content_terms: bool = True  # False: the question has no word to look up ("???")
+    answerability: Answerability | None = None  # the learned scorer's, when it ran
 
     @property
     def checks_passed(self) -> bool:
@@ -200,7 +209,9 @@ class ScoreGate:
         gate = (self.dense if s.top_cosine is not None else self.lexical).usable(s.sentence_cosine)
         score = gate.score(s.top_cosine, s.coverage, s.sentence_cosine)
         found: list[Refusal] = []
-        if not s.kept:
+        if not s.content_terms:
+            found.append(refusal("no_content_terms"))
+        elif not s.kept:
             found.append(refusal("no_evidence"))
         else:
             if score < gate.threshold:
@@ -216,18 +227,62 @@ class ScoreGate:
                         missing_terms=list(s.missing_terms[:5]),
                     )
                 )
-            if s.missing_names:
-                found.append(refusal("missing_name", names=list(s.missing_names[:5])))
-            if s.expects is not None and not s.expectation_met:
-                found.append(
-                    refusal("missing_quantity", expects=s.expects.describe(), kind=s.expects.kind, unit=s.expects.unit)
-                )
+            found += _check_refusals(s)
         return GateDecision(not found, score, gate.threshold, gate, tuple(found))
+
+
+def _check_refusals(s: GateSignals) -> list[Refusal]:
+    """The name and answer-type checks, which refuse whatever the score."""
+    found = []
+    if s.missing_names:
+        found.append(refusal("missing_name", names=list(s.missing_names[:5])))
+    if s.expects is not None and not s.expectation_met:
+        found.append(
+            refusal("missing_quantity", expects=s.expects.describe(), kind=s.expects.kind, unit=s.expects.unit)
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class LearnedGate:
+    """Refuses when the learned answerability probability is below the threshold; the checks too.
+
+    Without a probability (no scorer parameters shipped) the ``fallback`` gate decides."""
+
+    threshold: float
+    source: str
+    fallback: RefusalGate
+
+    def decide(self, signals: GateSignals) -> GateDecision:
+        s = signals
+        if s.answerability is None:
+            return self.fallback.decide(s)
+        gate = Gate(self.threshold, 0.0, self.source)
+        p = s.answerability.probability
+        found: list[Refusal] = []
+        if not s.content_terms:
+            found.append(refusal("no_content_terms"))
+        elif not s.kept:
+            found.append(refusal("no_evidence"))
+        else:
+            if p < self.threshold:
+                found.append(
+                    refusal(
+                        "low_answerability",
+                        probability=p,
+                        threshold=self.threshold,
+                        top_cosine=s.top_cosine,
+                        coverage=s.coverage,
+                        missing_terms=list(s.missing_terms[:5]),
+                    )
+                )
+            found += _check_refusals(s)
+        return GateDecision(not found, p, self.threshold, gate, tuple(found))
 
 
 def build_gate(
     settings: AnswerSettings, profile: GateProfile, store: Store, space_name: str | None, lang: str
-) -> ScoreGate:
+) -> RefusalGate:
     """The gate for one question: the profile's numbers, then settings, then a stored calibration.
 
     ``space_name`` is None when no dense route runs (BM25 mode): then no calibration of a dense
@@ -243,4 +298,10 @@ def build_gate(
     )
     dense = Gate.load(store, gate_key(space_name), default, lang) if space_name else default
     lexical = Gate.load(store, gate_key(None), lexical_setting(settings, profile), lang)
-    return ScoreGate(dense, lexical)
+    scored = ScoreGate(dense, lexical)
+    params = load_params() if settings.gate == "learned" else None
+    if params is None:
+        return scored
+    threshold = params.threshold if settings.answerable_threshold is None else settings.answerable_threshold
+    source = "settings" if settings.answerable_threshold is not None else params.source
+    return LearnedGate(threshold, f"learned scorer, {source}", scored)

@@ -6,7 +6,10 @@ always seen). The codes:
 
 ==================  ===================================================================
 ``no_evidence``     no passage visible to the asker survived selection
+``no_content_terms`` the question has no word to look up (``???``, punctuation, symbols)
 ``low_gate``        the gate score is below the threshold (score, threshold, signals)
+``low_answerability`` the learned scorer's probability that the evidence answers the
+                    question is below its threshold (probability, threshold, best unit)
 ``missing_name``    a name the question uses appears in no selected passage (names)
 ``missing_quantity`` the question asks for a duration, size or count none states (expects)
 ``writer_failed``   the writer raised a provider error (error)
@@ -35,9 +38,19 @@ def _low_gate(p: Mapping[str, Any]) -> str:
     return f"gate score {p['gate_score']:.3f} < {p['threshold']:.3f} ({parts}){absent}"
 
 
+def _low_answerability(p: Mapping[str, Any]) -> str:
+    absent = f"; not in the evidence: {', '.join(p['missing_terms'])}" if p["missing_terms"] else ""
+    return (
+        f"the evidence is unlikely to answer it (answerability {p['probability']:.2f} < {p['threshold']:.2f})"
+        f"{absent}"
+    )
+
+
 _MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "no_evidence": lambda p: "no passage of the notes visible to you matches the question",
+    "no_content_terms": lambda p: "the question has no word to look up in the notes",
     "low_gate": _low_gate,
+    "low_answerability": _low_answerability,
     "missing_name": lambda p: f"no selected passage mentions {', '.join(p['names'])}",
     "missing_quantity": lambda p: f"the question asks for {p['expects']}, and no selected passage states one",
     "writer_failed": lambda p: f"the writer failed ({p['error']})",

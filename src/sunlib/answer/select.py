@@ -30,7 +30,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,9 +40,11 @@ from ..providers.registry import Embedder
 from ..store import ChunkRow, DocumentStore
 from ..text import TermWeights
 from ..text.sentences import clean_sentence, sentence_spans
-from ..text.terms import fold, names, token_set
+from ..text.terms import as_words, fold, has_content, names, token_set
 from .expect import Expectation, expected_answer
 from .gate import Gate, GateDecision, GateSignals, RefusalGate, gate_key
+from .router import language
+from .scorer import AnswerScorer, Passage, ScoredUnit, answerable_features
 
 __all__ = ["GATE_DEPTH", "Gate", "Selection", "best_sentence_cosine", "evidence_from", "expand", "gate_key", "select"]
 
@@ -71,6 +73,7 @@ class Selection:
     decision: GateDecision
     confidence: float
     level: str  # high | caution | low
+    units: tuple[ScoredUnit, ...] = ()  # the answer units of the kept passages, best first
 
     @property
     def passed(self) -> bool:
@@ -151,10 +154,12 @@ def select(
     gate: RefusalGate,
     settings: AnswerSettings,
     sentence_model: Callable[[], Embedder] | None = None,
+    scorer: AnswerScorer | None = None,
 ) -> Selection:
     kept, low, dupes = _keep(ranked, settings)
     head = kept[:GATE_DEPTH]
     coverage, missing = weights.coverage(token_set(r.hit.text for r in head))
+    missing = as_words(question, missing)
     cosines = [r.hit.routes["dense"].score for r in kept if "dense" in r.hit.routes and r.hit.routes["dense"].rank]
     texts = [r.hit.text for r in kept]
     evidence_tokens = token_set(fold(r.hit.text) for r in kept)
@@ -172,8 +177,29 @@ def select(
         ),
         expects=expects,
         expectation_met=expects is None or expects.met_by(texts),
+        content_terms=bool(weights) and has_content(question),
     )
-    per_chunk = [weights.coverage(token_set([r.hit.text]))[0] for r in head]
+    units: list[ScoredUnit] = []
+    if scorer is not None and kept and signals.content_terms:
+        passages = [
+            Passage(r.hit.chunk_id, r.hit.text, " > ".join(r.hit.heading_path) or r.hit.title, i, r.score)
+            for i, r in enumerate(kept, 1)
+        ]
+        units, rows = scorer.score_units(question, weights, passages)
+        probabilities = np.asarray([u.probability for u in units])
+        # the feature rows are in the featurizer's order; the probabilities sorted: only their set counts
+        features = answerable_features(
+            probabilities,
+            rows,
+            dense_cosine=signals.top_cosine,
+            coverage=coverage,
+            missing_names=bool(signals.missing_names),
+            quantity_missing=not signals.expectation_met,
+            cross_language=language(kept[0].hit.text) != language(question),
+            kept=len(kept),
+        )
+        signals = replace(signals, answerability=scorer.answerability(features))
+    per_chunk = [weights.coverage(token_set([r.hit.text]))[0] for r in head] if signals.content_terms else [0.0]
     confidence = sum(per_chunk) / len(per_chunk) if per_chunk else 0.0
     level = (
         "low"
@@ -182,7 +208,7 @@ def select(
         if confidence < settings.confidence_caution
         else "high"
     )
-    return Selection(tuple(kept), low, dupes, signals, gate.decide(signals), confidence, level)
+    return Selection(tuple(kept), low, dupes, signals, gate.decide(signals), confidence, level, tuple(units))
 
 
 def expand(store: DocumentStore, kept: Sequence[Ranked], settings: AnswerSettings) -> list[tuple[ChunkRow, Ranked]]:

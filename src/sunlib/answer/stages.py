@@ -46,6 +46,7 @@ from .context import Budget, build_context
 from .gate import GateProfile, build_gate
 from .relevance import term_weights
 from .router import Router
+from .scorer import AnswerScorer, load_params
 from .select import Selection, evidence_from, expand, select
 
 In = TypeVar("In")
@@ -302,6 +303,8 @@ class SelectStage(Stage[SelectIn, Selection]):
         self.profile = profile
         self.space_name = space_name
         self.sentence_model = sentence_model
+        params = load_params()
+        self.scorer = AnswerScorer(params, sentence_model) if params is not None else None
 
     def run(self, inp: SelectIn, tracer: Tracer) -> Selection:
         s = self.settings.answer
@@ -311,7 +314,7 @@ class SelectStage(Stage[SelectIn, Selection]):
         gate = build_gate(s, self.profile, self.store, space, q.lang)
         ranked = inp.reranked.ranked
         with tracer.step(Step.SELECT, f"{len(ranked)} candidates, min score {s.min_score}") as step:
-            sel = select(q.text, ranked, inp.retrieved.weights, gate, s, self.sentence_model)
+            sel = select(q.text, ranked, inp.retrieved.weights, gate, s, self.sentence_model, self.scorer)
             step.done(
                 (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
                 status="ok" if sel.passed else "warning",
@@ -346,6 +349,19 @@ def _selection_details(sel: Selection) -> dict[str, Any]:
         "confidence_level": sel.level,
         "reason": sel.reason,
         "refusals": [r.code for r in sel.decision.refusals],
+        "answerability": _answerability(sel),
+        "top_units": [u.explain() for u in sel.units[:5]],
+    }
+
+
+def _answerability(sel: Selection) -> dict[str, Any] | None:
+    a = sel.signals.answerability
+    if a is None:
+        return None
+    return {
+        "probability": round(a.probability, 4),
+        "threshold": a.threshold,
+        "features": {k: round(v, 4) for k, v in a.features.items()},
     }
 
 
@@ -431,7 +447,9 @@ class WriteStage(Stage[WriteIn, Written]):
     def run(self, inp: WriteIn, tracer: Tracer) -> Written:
         q, context = inp.question, inp.context
         note = CONFIDENCE_NOTES.get((inp.selection.level, q.lang), "")
-        request = WriteRequest(q.text, context, inp.retrieved.weights, note, self.settings.answer.max_sentences)
+        request = WriteRequest(
+            q.text, context, inp.retrieved.weights, note, self.settings.answer.max_sentences, inp.selection.units
+        )
         with tracer.step(Step.WRITE, f"{self.writer.name} with {len(context.evidence)} sources") as step:
             try:
                 draft = self.writer.write(request, q.on_token)

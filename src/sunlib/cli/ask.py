@@ -105,7 +105,7 @@ def print_answer(result: AskResult) -> None:
             f" [{numbers[c.chunk_id]}] {escape(c.title)}  [dim]{escape(c.path)}:{c.start_line}-{c.end_line}"
             f"{'  § ' + escape(heading) if heading else ''}[/]"
         )
-        out.print(f"     [dim]“{escape(' '.join(c.quote.split())[:160])}”[/]")
+        out.print(f"     [dim]“{escape(' '.join(c.quote.split()))}”[/]")  # whole: never cut inside the claim
     out.print(
         f"[dim]confidence {frame.confidence:.2f} ({frame.confidence_level}) · route {frame.route}"
         f" · run {result.run_id}[/]"

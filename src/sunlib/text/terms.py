@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .tokens import _SEGMENT, CJK_CLASS, STOPWORDS, _stem, fts_tokens, is_cjk
@@ -211,3 +211,35 @@ def names(text: str) -> list[Name]:
     for m in _CJK_NUMBER.finditer(text):  # (folding leaves Han characters as they are)
         out.setdefault(m.group(0), Name(m.group(0), tuple(dict.fromkeys(fts_tokens(m.group(0))))))
     return list(out.values())
+
+
+def as_words(question: str, missing: Sequence[str]) -> list[str]:
+    """Missing term names as a reader would name them: a CJK term is one character, so each run
+    of missing CJK characters in the question becomes one word ("文件恢复", not "文, 件, 恢, 复")."""
+    single = {m for m in missing if len(m) == 1 and is_cjk(m)}
+    runs: list[str] = []
+    run = ""
+    for ch in question.lower():
+        if ch in single:
+            run += ch
+            continue
+        if run:
+            runs.append(run)
+        run = ""
+    if run:
+        runs.append(run)
+    return [m for m in missing if m not in single] + list(dict.fromkeys(runs))
+
+
+_SQL_LIKE = re.compile(
+    r"\b(?:select|insert|update|delete|drop|union|alter)\b[^?？]*\b(?:from|table|into|set|where|select)\b"
+    r"(?=.*(?:[;*=]|--))",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def has_content(question: str) -> bool:
+    """Whether a question has a word to look up: not ``???``, ``' OR 1=1 --`` or a SQL statement."""
+    if _SQL_LIKE.search(question):
+        return False
+    return any(not (len(t.name) == 1 and t.name.isdigit()) for t in content_terms(question))

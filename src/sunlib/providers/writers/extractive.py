@@ -1,135 +1,105 @@
-"""The offline writer: an answer made only of evidence sentences, each cited.
+"""The offline writer: an answer made only of evidence units, each cited, the answer first.
 
-Every evidence sentence gets a relevance score from three parts:
-
-* the weighted share of the question's terms it contains (rare terms weigh more);
-* its cosine with the question under a small sentence model (the bundled Universal
-  Sentence Encoder by default, about 2 ms a sentence), which sees paraphrases and
-  the other language;
-* the score of the source it comes from, so the strongest passages lead.
-
-``relevance = share_weight * share + (1 - share_weight) * cosine + source_weight *
-source score``; without a sentence model it is ``share + source_weight * source
-score``. The best ``max_sentences`` are taken, at most two from one source and none
-below 0.7 of the best one's relevance, and quoted verbatim in the order they appear
-in the context, each followed by
-``[ref:chunk_id]``. Nothing is paraphrased, so nothing can be stated that the
-evidence does not say. The weights (0.3 and 0.2) were chosen on the bundled
-calibration set, not on the QA set the docs report (docs/evaluation.md).
+The units (sentences, list items with their lead-in, whole numbered lists, table rows with
+their header, definition lines, code lines; ``answer.units``) come scored by the learned
+answer scorer (``answer.scorer``): the probability that each states the answer. The best
+one opens the answer. At most ``max_sentences - 1`` more follow, best first, each only if
+its probability is at least ``FOLLOW_SHARE`` of the best one's and it adds something: a
+unit already contained in a quoted one (an item of a quoted list, a sentence repeated by a
+heading unit) is skipped. Each unit is quoted as the reader sees it (Markdown rendered)
+and followed by ``[ref:chunk_id]``. Nothing is paraphrased, so nothing can be stated that
+the evidence does not say.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
-
+from ...answer.scorer import AnswerScorer, Passage, ScoredUnit, load_params
 from ...config import Settings
-from ...contracts import Draft, Evidence, WriteRequest
+from ...contracts import Draft, WriteRequest
 from ...text import estimate_tokens, is_cjk
-from ...text.sentences import quotable_sentences
 from ..base import Embedder, Writer
 from ..registry import sentence_model
 
-PER_SOURCE = 2  # sentences one source may give
-# With a sentence model, a sentence is quoted only if its relevance is at least this share of the
-# best one's. On the calibration set, 0.7 is the highest share that keeps every correct citation
-# (docs/evaluation.md); ranked by terms alone the scores spread differently, and no floor applies.
-RELATIVE_FLOOR = 0.7
-
-
-@dataclass
-class Candidate:
-    source: int  # index in the context
-    position: int  # offset in the chunk
-    sentence: str
-    chunk_id: str
-    share: float  # weighted share of the question's terms
-    cosine: float = 0.0  # with the question, under the sentence model
-    relevance: float = 0.0
+# A unit follows the first one only if its probability is at least this share of the best one's:
+# the units after the answer should be about as likely to state it, not filler. Chosen by reasoning
+# (the scorer's probabilities are calibrated), not fitted on a reported set.
+FOLLOW_SHARE = 0.5
+PER_SOURCE = 3  # units one passage may give
 
 
 class ExtractiveWriter(Writer):
     name = "extractive"
     model = "extractive"
 
-    def __init__(
-        self,
-        sentence_model: Callable[[], Embedder] | None = None,
-        share_weight: float = 0.3,
-        source_weight: float = 0.2,
-    ) -> None:
+    def __init__(self, sentence_model: Callable[[], Embedder] | None = None) -> None:
         self._sentence_model = sentence_model
-        self.share_weight = share_weight
-        self.source_weight = source_weight
 
     def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft:
-        evidence = request.context.evidence
-        candidates: list[Candidate] = []
-        seen: set[str] = set()
-        for i, ev in enumerate(evidence):
-            for pos, sentence in quotable_sentences(ev.text):
-                if sentence in seen:
-                    continue  # overlapping chunks repeat sentences
-                seen.add(sentence)
-                share = request.term_weights.share([sentence]) if request.term_weights else 0.0
-                candidates.append(Candidate(i, pos, sentence, ev.chunk_id, share))
-        self._score(request.question, candidates, evidence)
-        taken: list[Candidate] = []
-        per_source: dict[int, int] = {}
-        ranked = sorted(candidates, key=lambda c: -c.relevance)
-        best = ranked[0].relevance if ranked else 0.0
-        floor = best * RELATIVE_FLOOR if self._sentence_model and best > 0 else float("-inf")
-        for c in ranked:
-            if c.relevance < floor:
-                break
-            if per_source.get(c.source, 0) >= PER_SOURCE:
-                continue
-            taken.append(c)
-            per_source[c.source] = per_source.get(c.source, 0) + 1
-            if len(taken) >= request.max_sentences:
-                break
-        taken.sort(key=lambda c: (c.source, c.position))  # reading order of the context
-        text = _join([f"{c.sentence} [ref:{c.chunk_id}]" for c in taken])
+        in_context = {ev.chunk_id for ev in request.context.evidence}
+        units = [u for u in (request.units or self._score(request)) if u.chunk_id in in_context]
+        taken = pick(units, request.max_sentences)
+        parts = [f"{quote(u)} [ref:{u.chunk_id}]" for u in taken]
+        text = _join(parts)
         if on_token is not None and text:
             on_token(text)
         details = {
             "sentence_model": self._sentence_model is not None,
-            "candidates": len(candidates),
-            "quoted": [
-                {
-                    "chunk_id": c.chunk_id,
-                    "term_share": round(c.share, 3),
-                    "cosine": round(c.cosine, 3),
-                    "relevance": round(c.relevance, 3),
-                }
-                for c in taken
-            ],
+            "candidates": len(units),
+            "quoted": [u.explain() for u in taken],
         }
         return Draft(text=text, model=self.model, tokens_out=estimate_tokens(text), details=details)
 
-    def _score(self, question: str, candidates: list[Candidate], evidence: tuple[Evidence, ...]) -> None:
-        if not candidates:
-            return
-        if self._sentence_model is None:
-            for c in candidates:
-                c.relevance = c.share + self.source_weight * evidence[c.source].score
-            return
-        model = self._sentence_model()
-        cosines = model.embed([c.sentence for c in candidates]) @ model.embed_query(question)
-        for c, cos in zip(candidates, np.asarray(cosines, dtype=float), strict=True):
-            c.cosine = float(cos)
-            c.relevance = (
-                self.share_weight * c.share
-                + (1.0 - self.share_weight) * c.cosine
-                + self.source_weight * evidence[c.source].score
-            )
+    def _score(self, request: WriteRequest) -> list[ScoredUnit]:
+        """Units scored here, when the request brings none (the writer used on its own)."""
+        params = load_params()
+        if params is None:
+            return []
+        passages = [
+            Passage(ev.chunk_id, ev.text, " > ".join(ev.heading_path) or ev.title, i, ev.score)
+            for i, ev in enumerate(request.context.evidence, 1)
+        ]
+        scored, _ = AnswerScorer(params, self._sentence_model).score_units(
+            request.question, request.term_weights, passages
+        )
+        return scored
+
+
+def pick(units: list[ScoredUnit], limit: int) -> list[ScoredUnit]:
+    """The best unit, then up to ``limit - 1`` more that are nearly as likely and add something."""
+    ranked = sorted(units, key=lambda u: -u.probability)
+    if not ranked:
+        return []
+    floor = ranked[0].probability * FOLLOW_SHARE
+    taken: list[ScoredUnit] = []
+    per_source: dict[str, int] = {}
+    for u in ranked:
+        if len(taken) >= limit or (taken and u.probability < floor):
+            break
+        if per_source.get(u.chunk_id, 0) >= PER_SOURCE:
+            continue
+        if any(u.unit.text in t.unit.text or t.unit.text in u.unit.text for t in taken):
+            continue
+        taken.append(u)
+        per_source[u.chunk_id] = per_source.get(u.chunk_id, 0) + 1
+    return taken
+
+
+def quote(u: ScoredUnit) -> str:
+    """A unit as the answer shows it: a code line in backticks, an item after its lead-in."""
+    if u.unit.kind == "code":
+        return f"`{u.unit.text}`"
+    if u.unit.kind == "item" and u.unit.lead:
+        return f"{u.unit.lead} {u.unit.text}"
+    return u.unit.text
 
 
 def _join(parts: list[str]) -> str:
     if not parts:
         return ""
+    if any("\n" in p for p in parts):  # a quoted list: every unit its own paragraph
+        return "\n\n".join(parts)
     cjk = sum(1 for p in parts for ch in p[:20] if is_cjk(ch))
     return ("" if cjk > 5 * len(parts) else " ").join(parts)
 

@@ -1,0 +1,87 @@
+"""Answer units: what the Markdown draws, one unit each."""
+
+from __future__ import annotations
+
+from sunlib.answer.units import split_units
+from sunlib.text.terms import as_words, content_terms, TermWeights
+
+NOTE = """# Sync plans
+
+Sync keeps your vault on every device. Each plan has its own limits.
+
+To restore a file:
+
+1. Open the file history.
+2. Pick a version.
+3. Press **Restore**.
+
+Supported formats:
+
+- Markdown
+- PDF
+
+| Plan | Max file size |
+|------|---------------|
+| Standard | 5 MB |
+| Plus | 200 MB |
+
+Timeout: the request gives up after 30 seconds.
+
+```bash
+sunlib index ~/notes
+```
+"""
+
+
+def _by_kind(kind: str) -> list[str]:
+    return [u.text for u in split_units(NOTE) if u.kind == kind]
+
+
+def test_sentences_and_heading_unit() -> None:
+    assert "Sync keeps your vault on every device." in _by_kind("sentence")
+    heading = [u for u in split_units(NOTE) if u.kind == "heading"]
+    assert heading[0].lead == "Sync plans" and heading[0].text == "Sync keeps your vault on every device."
+
+
+def test_a_numbered_list_is_one_steps_unit_with_its_lead_in_and_items_keep_it() -> None:
+    steps = _by_kind("steps")
+    assert steps == ["To restore a file:\n1. Open the file history.\n2. Pick a version.\n3. Press Restore."]
+    items = [u for u in split_units(NOTE) if u.kind == "item" and u.lead == "To restore a file:"]
+    assert [u.text for u in items] == ["Open the file history.", "Pick a version.", "Press Restore."]
+    assert _by_kind("list") == ["Supported formats:\n- Markdown\n- PDF"]
+
+
+def test_table_rows_keep_their_header() -> None:
+    assert _by_kind("row") == ["Plan: Standard · Max file size: 5 MB", "Plan: Plus · Max file size: 200 MB"]
+
+
+def test_definition_and_code_lines() -> None:
+    assert _by_kind("definition") == ["Timeout: the request gives up after 30 seconds."]
+    assert "Timeout: the request gives up after 30 seconds." not in _by_kind("sentence")
+    assert _by_kind("code") == ["sunlib index ~/notes"]
+
+
+def test_units_are_in_reading_order_with_offsets_into_the_passage() -> None:
+    units = split_units(NOTE)
+    assert [u.position for u in units] == list(range(len(units)))
+    assert all(NOTE[u.start :].lstrip().startswith(NOTE[u.start : u.start + 1]) for u in units)
+    row = next(u for u in units if u.kind == "row")
+    assert NOTE[row.start :].startswith("| Standard")
+
+
+def test_missing_cjk_terms_are_named_as_words() -> None:
+    question = "如何恢复删除的文件？"
+    weights = TermWeights.uniform(question)
+    _, missing = weights.coverage(set())
+    assert sorted(as_words(question, missing)) == sorted(["恢复删除", "文件"])
+    assert as_words("what is HNSW", ["hnsw"]) == ["hnsw"]
+    assert content_terms("???") == []
+
+
+def test_questions_without_content() -> None:
+    from sunlib.text.terms import has_content
+
+    for junk in ("???", "...", "' OR 1=1 --", "SELECT * FROM notes; --", "); DROP TABLE chunks;--"):
+        assert not has_content(junk), junk
+    for real in ("What does -q do?", "How do I delete a note from the index?", "什么是 BM25？", "k1?"):
+        assert has_content(real), real
