@@ -305,6 +305,42 @@ def test_sidecar_wins_and_tags_are_lowercased_union(tmp_path: Path) -> None:
     assert note.tags == ("alpha", "shared", "beta", "gamma")
 
 
+LINK_HEAVY_NOTE = """---
+tags: [Front, shared]
+---
+# Help page #intitle
+
+## Setup { #setup-anchor }
+
+Jump to [[#Heading]], [[#Other heading|there]], [[Note#Heading]], [[Note#Heading|alias]],
+[[Note (v2)#Part]], [[笔记#标题]], ![[diagram.png#frag]] and [[#^block-ref]].
+Markdown links: [x](page.md#anchor), [y](#anchor2), [#linktext](u.md), ![#alt](i.png#imgfrag).
+URLs: <https://a.b/#autofrag>, https://a.b/#barefrag, https://a.b/p-#dashfrag, www.a.b/#wwwfrag.
+Code: `#code`, ``#code2 ` x`` and <a href="#htmlfrag">html</a>; escaped \\#escaped and &#35;entity.
+Real tags: #project, #a/b-c, **#bold**, #中文标签 and #Shared again; C# and issue #123 are none.
+
+| cell | [[#T\\|t]] #incell |
+|---|---|
+| x | [y](#cellfrag) |
+
+```
+#fenced
+[[#fenced-link]]
+```
+
+    #indented-code
+"""
+
+
+def test_links_urls_code_and_headings_are_not_tags(tmp_path: Path) -> None:
+    note, parsed = _note(tmp_path, LINK_HEAVY_NOTE)
+    assert parsed.tags == ("intitle", "project", "a/b-c", "bold", "中文标签", "shared", "incell")
+    # front matter first, then the inline tags in order, lower-cased and once each
+    assert note.tags == ("front", "shared", "intitle", "project", "a/b-c", "bold", "中文标签", "incell")
+    # the links themselves are still read
+    assert parsed.links == ("Note", "Note (v2)", "笔记", "diagram.png")
+
+
 def test_wikilinks_keep_only_the_target(tmp_path: Path, vault: Path) -> None:
     note, _ = _note(
         tmp_path,

@@ -7,6 +7,13 @@ context is rejected. A claim is supported when the share of its terms found in t
 cited chunks reaches 0.55 for a short claim (< 50 characters) or 0.45 for a longer
 one. Claims with no content terms ("Yes.") are not counted either way.
 
+A chunk says what its note text says *and* what that text shows once rendered
+(``text.render``): writers quote the rendered form (``See Note > Setup``, not
+``See [[Note#Setup]]``), and rendering can join what markup kept apart (in the note
+text ``选择**红**色`` no Chinese bigram crosses the ``**``), so a chunk's terms are those
+of both forms. The claim itself is taken as written: a link target hidden in a claim
+still has to be supported.
+
 Each accepted ref becomes a Citation that points at the exact sentences of the chunk
 that best match the claims citing it, in UTF-16 offsets and lines of the note.
 """
@@ -21,6 +28,7 @@ from ..contracts import AnswerSentence, Citation, Evidence, SourceCard
 from ..store import NoteRecord
 from ..text import TermWeights, content_terms, fts_tokens, sentence_spans
 from ..text.refs import REF, strip_refs
+from ..text.render import render_markdown
 
 MAX_REFS = 2
 SHORT_CLAIM_CHARS = 50
@@ -58,7 +66,7 @@ def claims(answer: str) -> list[tuple[str, list[str]]]:
 
 def verify(answer: str, evidence: Sequence[Evidence]) -> Verification:
     by_id = {ev.chunk_id: ev for ev in evidence}
-    tokens = {ev.chunk_id: set(fts_tokens(ev.text)) for ev in evidence}
+    tokens = {ev.chunk_id: evidence_tokens(ev.text) for ev in evidence}
     sentences: list[AnswerSentence] = []
     spans: dict[str, tuple[int, int]] = {}
     rejected_all: list[str] = []
@@ -88,11 +96,16 @@ def verify(answer: str, evidence: Sequence[Evidence]) -> Verification:
     return Verification(tuple(sentences), citations, supported, unsupported, tuple(dict.fromkeys(rejected_all)))
 
 
+def evidence_tokens(text: str) -> set[str]:
+    """The tokens a claim may draw on from ``text``: those of the note text and of its rendered form."""
+    return set(fts_tokens(text)) | set(fts_tokens(render_markdown(text)))
+
+
 def _best_span(text: str, weights: TermWeights) -> tuple[int, int]:
     """The chunk sentence (code-point span) that covers most of the claim's terms."""
     best, best_span = -1.0, (0, len(text))
     for s, e in sentence_spans(text):
-        share, _ = weights.coverage(set(fts_tokens(text[s:e])))
+        share, _ = weights.coverage(evidence_tokens(text[s:e]))
         if share > best:
             best, best_span = share, (s, e)
     return best_span

@@ -4,6 +4,13 @@ Block structure comes from markdown-it-py (CommonMark + tables): it knows
 ATX and setext headings and never reads ``#`` inside a code fence as a
 heading. Its line maps are turned into code-point spans of the original text,
 so every block is an exact slice of the file.
+
+Tags are ``#word`` in prose, read from markdown-it's inline tokens so that only text
+counts: not code (inline or fenced), not HTML, not a link's text or target
+(``[x](page.md#anchor)``, ``<https://a.b/#frag>``), not a bare URL, not a wikilink
+(``[[#Heading]]``, ``[[Note#Heading|alias]]``), not a heading's ``{#id}``, and not an
+escaped ``\\#`` or an entity ``&#35;``. Headings (``# Title``) are never tags: the ``#``
+of a heading is its marker, not part of its text.
 """
 
 from __future__ import annotations
@@ -18,12 +25,17 @@ from markdown_it import MarkdownIt
 from ..contracts import Block
 from .ids import line_starts
 
-_MD = MarkdownIt("commonmark").enable("table")
+# text_join off: escapes and entities stay their own tokens, so "\#x" and "&#35;x" are no tags
+_MD = MarkdownIt("commonmark").enable("table").disable("text_join")
 _FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 # A trailing attribute list on a heading ("Setup { #setup }", MkDocs/Pandoc) is an anchor, not title text.
 _HEADING_ATTRS = re.compile(r"\s*\{\s*#[^{}]*\}\s*$")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 _INLINE_TAG = re.compile(r"(?<![\w#&/\\])#([^\W\d_][\w\-/]*|\d+[^\W\d_][\w\-/]*)", re.UNICODE)
+_NOT_PROSE = re.compile(
+    r"!?\[\[[^\[\]\n]*\]\]"  # wikilinks and embeds
+    r"|\b(?:[A-Za-z][A-Za-z0-9+.\-]*://|www\.)\S*"  # bare URLs
+)
 _BLOCK_KINDS = {
     "paragraph_open": "paragraph",
     "bullet_list_open": "list",
@@ -86,6 +98,7 @@ def parse_markdown(text: str) -> ParsedMarkdown:
     headings: list[tuple[int, str]] = []  # (level, title) stack
     first_h1: str | None = None
     inline_text: list[str] = []
+    tag_text: list[str] = []
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -98,10 +111,12 @@ def parse_markdown(text: str) -> ParsedMarkdown:
             if level == 1 and first_h1 is None:
                 first_h1 = title
             inline_text.append(title)
+            tag_text.append(_HEADING_ATTRS.sub("", _taggable(tokens[i + 1])))
             i += 3
             continue
         if tok.type == "inline":
             inline_text.append(tok.content)
+            tag_text.append(_taggable(tok))
         if tok.level == 0 and tok.type in _BLOCK_KINDS and tok.map:
             line0, line1 = tok.map
             start = starts[line0]
@@ -122,10 +137,30 @@ def parse_markdown(text: str) -> ParsedMarkdown:
         i += 1
 
     prose = "\n".join(inline_text)
-    tags = tuple(dict.fromkeys(t.lower() for t in _INLINE_TAG.findall(_strip_code_spans(prose))))
+    tags = tuple(dict.fromkeys(t.lower() for t in _INLINE_TAG.findall("\n".join(tag_text))))
     links = tuple(dict.fromkeys(m.group(1).strip() for m in _WIKILINK.finditer(prose)))
     return ParsedMarkdown(frontmatter, body_start, tuple(blocks), first_h1, tags, links)
 
 
-def _strip_code_spans(text: str) -> str:
-    return re.sub(r"`[^`\n]*`", " ", text)
+def _taggable(inline: Any) -> str:
+    """The prose of an inline token where a tag may stand: its text outside code, HTML, links and URLs."""
+    parts: list[str] = []
+    in_link = 0
+    for child in inline.children or ():
+        kind = child.type
+        if kind == "link_open":
+            in_link += 1
+        elif kind == "link_close":
+            in_link -= 1
+        if in_link or kind in ("link_open", "link_close"):
+            parts.append(" ")
+        elif kind == "text":
+            parts.append(child.content)
+        elif kind == "text_special":
+            parts.append(child.markup)  # "\#" or "&#35;" as written, which the tag pattern skips
+        elif kind in ("softbreak", "hardbreak"):
+            parts.append("\n")
+        elif kind in ("code_inline", "html_inline", "image"):
+            parts.append(" ")
+        # emphasis open/close marks add nothing: "**#tag**" is the tag "#tag"
+    return _NOT_PROSE.sub(" ", "".join(parts))

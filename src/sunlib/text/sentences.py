@@ -6,8 +6,10 @@ and at a line break that starts a list item, table row or quote. Spans index
 into the given text, so callers can map them back to the note.
 
 ``quotable_sentences`` gives the sentences of a passage as an answer would quote
-them: one line each, without list, heading or quote markers, and only those long
-enough to say something (the extractive writer and the refusal gate use the same).
+them: rendered as the note's reader sees them (``render.render_markdown``: no
+wikilink brackets, link targets, callout markers, emphasis marks or HTML tags), one
+line each, without list, heading or quote markers, and only those long enough to say
+something (the extractive writer and the refusal gate use the same).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import re
 
 from .refs import defuse_refs
+from .render import render_markdown
 from .tokens import is_cjk
 
 _CLOSERS = re.escape("\"'”’」』）)]】")
@@ -56,9 +59,13 @@ def _append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> No
 
 
 def clean_sentence(text: str) -> str:
-    """A sentence as it reads in an answer: one line, no list/heading/quote markers."""
-    lines = (_MARKUP.sub("", line.strip()) for line in text.splitlines() if line.strip())
-    return defuse_refs(" ".join(lines).strip(" |"))
+    """A sentence as it reads in an answer: rendered, one line, no list/heading/quote markers.
+
+    Rendering comes first (a callout header needs its ``>`` to be recognised), and refs are
+    defused last, so nothing rendering uncovers (``\\[ref:x\\]``) can pose as a citation.
+    """
+    lines = (_MARKUP.sub("", line.strip()) for line in render_markdown(text).splitlines())
+    return defuse_refs(" ".join(line for line in lines if line).strip(" |"))
 
 
 def is_quotable(sentence: str) -> bool:
