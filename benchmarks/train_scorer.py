@@ -55,18 +55,23 @@ from sunlib.trace import Tracer
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
 def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _cases(data: Path) -> Iterator[tuple[str, Path, list[dict[str, Any]]]]:
+def _cases(data: Path, extra: list[tuple[Path, Path]]) -> Iterator[tuple[str, Path, list[dict[str, Any]]]]:
     """(set name, vault, cases) with cases {id, question, answerable, phrases}."""
     home = sunlib_home() / "eval"
     squad = next(home.glob("squad2-dev-half-*"), None)
     if squad is None:
         sys.exit("run benchmarks/qa_from_beir.py ../shared/data/squad2_dev_half --calibration 200 --test 300 first")
-    reported = {json.loads(line)["id"] for f in ("calibration.jsonl", "test.jsonl") for line in open(squad / "qa" / f)}
-    rows = [json.loads(line) for line in open(data / "squad2_dev_half" / "rag_qa.jsonl", encoding="utf-8")]
+    reported = {r["id"] for f in ("calibration.jsonl", "test.jsonl") for r in _jsonl(squad / "qa" / f)}
+    rows = _jsonl(data / "squad2_dev_half" / "rag_qa.jsonl")
     rows = [r for r in rows if r["_id"] not in reported]
     random.Random(7).shuffle(rows)
     ans = [r for r in rows if r["answerable"]][:500]
@@ -82,10 +87,8 @@ def _cases(data: Path) -> Iterator[tuple[str, Path, list[dict[str, Any]]]]:
     cmrc = next(home.glob("cmrc2018-*"), None)
     if cmrc is None:
         sys.exit("run benchmarks/qa_from_beir.py ../shared/data/cmrc2018 --test 500 first")
-    queries = {
-        r["_id"]: r["text"] for r in map(json.loads, open(data / "cmrc2018" / "queries_trial.jsonl", encoding="utf-8"))
-    }
-    answers = [json.loads(line) for line in open(data / "cmrc2018" / "answers_trial.jsonl", encoding="utf-8")]
+    queries = {r["_id"]: r["text"] for r in _jsonl(data / "cmrc2018" / "queries_trial.jsonl")}
+    answers = _jsonl(data / "cmrc2018" / "answers_trial.jsonl")
     random.Random(7).shuffle(answers)
     yield (
         "cmrc",
@@ -99,20 +102,22 @@ def _cases(data: Path) -> Iterator[tuple[str, Path, list[dict[str, Any]]]]:
     vault = sunlib_home() / "train" / "sample_vault"
     if not vault.is_dir():
         shutil.copytree(ROOT / "src" / "sunlib" / "sample_vault", vault)
-    calibration = ROOT / "src" / "sunlib" / "qa" / "sample_vault_calibration.jsonl"
-    yield (
-        "sample_calibration",
-        vault,
-        [
-            {
-                "id": r["id"],
-                "question": r["question"],
-                "answerable": r["type"] != "unanswerable",
-                "phrases": r.get("gold_phrases") or [],
-            }
-            for r in map(json.loads, open(calibration, encoding="utf-8"))
-        ],
-    )
+    yield "sample_calibration", vault, _qa_cases(ROOT / "src" / "sunlib" / "qa" / "sample_vault_calibration.jsonl")
+    for qa, own in extra:
+        yield qa.stem if qa.stem != "qa" else qa.parent.name, own, _qa_cases(qa)
+
+
+def _qa_cases(path: Path) -> list[dict[str, Any]]:
+    """The cases of a QA set in ``sunlib eval rag``'s format."""
+    return [
+        {
+            "id": r["id"],
+            "question": r["question"],
+            "answerable": r["type"] != "unanswerable",
+            "phrases": r.get("gold_phrases") or [],
+        }
+        for r in _jsonl(path)
+    ]
 
 
 def _record(lib: Library, case: dict[str, Any], featurizer_model: Any, removed: bool) -> dict[str, Any] | None:
@@ -127,10 +132,7 @@ def _record(lib: Library, case: dict[str, Any], featurizer_model: Any, removed: 
         ranked = tuple(r for r in ranked if not any(p in _norm(r.hit.text) for p in phrases))
     select_stage = asker.stages[3]
     sel: Selection = select_stage.run(SelectIn(q, board["retrieved"], Reranked(ranked)), tracer)
-    passages = [
-        Passage(r.hit.chunk_id, r.hit.text, " > ".join(r.hit.heading_path) or r.hit.title, i, r.score)
-        for i, r in enumerate(sel.kept, 1)
-    ]
+    passages = [Passage.of(r, i) for i, r in enumerate(sel.kept, 1)]
     featurizer = UnitFeaturizer(q.text, board["retrieved"].weights, featurizer_model)
     units = featurizer.units(passages)
     rows = featurizer.features(passages, units)
@@ -142,7 +144,10 @@ def _record(lib: Library, case: dict[str, Any], featurizer_model: Any, removed: 
         "question_id": case["id"],
         "lang": q.lang,
         "label": answerable,
-        "units": [{"kind": u.kind, "label": lab, "x": [round(float(v), 5) for v in row]} for (_, u), lab, row in zip(units, labels, rows, strict=True)],
+        "units": [
+            {"kind": u.kind, "label": lab, "x": [round(float(v), 5) for v in row]}
+            for (_, u), lab, row in zip(units, labels, rows, strict=True)
+        ],
         "gate": {
             "dense_cosine": sel.top_cosine,
             "coverage": sel.coverage,
@@ -150,17 +155,18 @@ def _record(lib: Library, case: dict[str, Any], featurizer_model: Any, removed: 
             "quantity_missing": not sel.expectation_met,
             "cross_language": top_lang != q.lang,
             "kept": len(sel.kept),
+            "terms": len(board["retrieved"].weights.weights),
         },
     }
 
 
-def extract(out: Path, data: Path) -> None:
+def extract(out: Path, data: Path, extra: list[tuple[Path, Path]]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for name, vault, cases in _cases(data):
+    for name, vault, cases in _cases(data, extra):
         target = out / f"{name}.jsonl"
-        done = {json.loads(line)["question_id"] for line in open(target)} if target.exists() else set()
+        done = {r["question_id"] for r in _jsonl(target)} if target.exists() else set()
         lib = Library.open(vault)
-        if name == "sample_calibration":
+        if not (vault / "sunlib.toml").is_file():  # not an eval cache vault: (re)index it
             lib.index()
         model = sentence_model(lib.settings)
         t0 = time.time()
@@ -265,16 +271,20 @@ def _threshold(y: np.ndarray, p: np.ndarray) -> float:
 def fit(out: Path, write: Path | None) -> None:
     from sklearn.model_selection import GroupKFold
 
-    records = [json.loads(line) for f in sorted(out.glob("*.jsonl")) for line in open(f, encoding="utf-8")]
+    records = [r for f in sorted(out.glob("*.jsonl")) for r in _jsonl(f)]
     fit_recs = [r for r in records if _split(r["question_id"]) == "fit"]
     val_recs = [r for r in records if _split(r["question_id"]) == "validation"]
     models: dict[str, Any] = {}
     report: dict[str, Any] = {"questions": {"fit": len(fit_recs), "validation": len(val_recs)}, "by_set": {}}
     for suffix, unit_names, ans_names in (
         ("", UNIT_FEATURES, ANSWERABLE_FEATURES),
-        ("_no_cosine", tuple(n for n in UNIT_FEATURES if n not in NO_COSINE), tuple(n for n in ANSWERABLE_FEATURES if n not in NO_COSINE)),
+        (
+            "_no_cosine",
+            tuple(n for n in UNIT_FEATURES if n not in NO_COSINE),
+            tuple(n for n in ANSWERABLE_FEATURES if n not in NO_COSINE),
+        ),
     ):
-        x, y, groups = _unit_matrix(fit_recs, unit_names)
+        x, y, _ = _unit_matrix(fit_recs, unit_names)
         unit = _logistic(x, y, unit_names)
         # answerability on out-of-fold unit probabilities, so p_top is as honest as at run time
         oof_rows = np.zeros((len(fit_recs), len(ans_names)))
@@ -294,8 +304,12 @@ def fit(out: Path, write: Path | None) -> None:
         val_y = np.asarray([r["label"] for r in val_recs], dtype=bool)
         val_p = _predict(answerable, val_rows)
         cols = [UNIT_FEATURES.index(n) for n in unit_names]
+
+        def scores(x: np.ndarray, unit: dict[str, Any] = unit, cols: list[int] = cols) -> np.ndarray:
+            return _predict(unit, x[:, cols])
+
         entry: dict[str, Any] = {
-            "unit_top1_validation": round(_top1(val_recs, lambda x: _predict(unit, x[:, cols])), 4),
+            "unit_top1_validation": round(_top1(val_recs, scores), 4),
             "unit_top1_validation_baseline": round(_top1(val_recs, _baseline), 4) if not suffix else None,
             "answerable_auc_validation": round(_auc(val_y, val_p), 4),
             "threshold_fit": threshold,
@@ -308,7 +322,7 @@ def fit(out: Path, write: Path | None) -> None:
             mine = [val_recs[i] for i in idx]
             entry[name] = {
                 "questions": len(idx),
-                "unit_top1": round(_top1(mine, lambda x: _predict(unit, x[:, cols])), 4),
+                "unit_top1": round(_top1(mine, scores), 4),
                 "unit_top1_baseline": round(_top1(mine, _baseline), 4) if not suffix else None,
                 "refusal": round(float(np.mean(pp[~yy] < threshold)), 4) if (~yy).any() else None,
                 "false_refusal": round(float(np.mean(pp[yy] < threshold)), 4) if yy.any() else None,
@@ -337,12 +351,15 @@ def main() -> None:
     ex = sub.add_parser("extract")
     ex.add_argument("out", type=Path)
     ex.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ex.add_argument(
+        "--qa", nargs=2, action="append", type=Path, default=[], metavar=("QA_JSONL", "VAULT"), help="a set of your own"
+    )
     ft = sub.add_parser("fit")
     ft.add_argument("out", type=Path)
     ft.add_argument("--write", type=Path)
     args = ap.parse_args()
     if args.command == "extract":
-        extract(args.out, args.data)
+        extract(args.out, args.data, [(qa, vault) for qa, vault in args.qa])
     else:
         fit(args.out, args.write)
 

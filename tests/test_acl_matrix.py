@@ -67,6 +67,7 @@ TOKENS: dict[str, list[str]] = {
 ANSWER = {
     "gate_threshold": 0.0,
     "gate_threshold_bm25": 0.0,
+    "answerable_threshold": 0.0,
     "expand_threshold": 0.0,
     "max_neighbors": 4,
     "min_score": 0.0,

@@ -61,7 +61,7 @@ def test_unanswerable_is_refused_with_reason(e5_library: Library) -> None:
     result = e5_library.ask("Which port does sunlib's built-in web server listen on by default?")
     frame = result.frame
     assert frame.refused
-    assert frame.refusal_reason and "gate score" in frame.refusal_reason and " < " in frame.refusal_reason
+    assert frame.refusal_reason and "answerability" in frame.refusal_reason and " < " in frame.refusal_reason
     assert not frame.citations and not frame.evidence
     steps = {s.name: s for s in result.trace.steps}
     assert steps[Step.SELECT].details["passed"] is False
@@ -87,7 +87,9 @@ def test_acl_holds_for_answers(hash_library: Library) -> None:
     assert all(not c.path.startswith("internal/") for c in public.frame.citations)
     for step in public.trace.steps:
         assert "internal/ops-runbook.md" not in repr(step.details)
-    open_gate = hash_library.with_settings(answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0})
+    open_gate = hash_library.with_settings(
+        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
+    )
     ops = open_gate.ask(question, principals=["public", "ops"])
     assert any(e.path == "internal/ops-runbook.md" for e in ops.frame.evidence)
 
@@ -153,7 +155,13 @@ def test_context_is_budgeted_grouped_and_fenced() -> None:
 
 
 def test_expansion_adds_neighbours_of_strong_seeds_only(hash_library: Library) -> None:
-    answer = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "expand_threshold": 0.9, "top_k": 1}
+    answer = {
+        "gate_threshold": 0.0,
+        "gate_threshold_bm25": 0.0,
+        "answerable_threshold": 0.0,
+        "expand_threshold": 0.9,
+        "top_k": 1,
+    }
     lib = hash_library.with_settings(answer={**answer, "max_neighbors": 2})
     result = lib.ask("How does the structure-aware chunker split long sections into chunks?")
     ctx = next(st for st in result.trace.steps if st.name == Step.CONTEXT).details
@@ -169,7 +177,13 @@ def test_expansion_adds_neighbours_of_strong_seeds_only(hash_library: Library) -
 
 def test_min_score_and_top_k(hash_library: Library) -> None:
     lib = hash_library.with_settings(
-        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "min_score": 0.6, "top_k": 3}
+        answer={
+            "gate_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+            "min_score": 0.6,
+            "top_k": 3,
+        }
     )
     result = lib.ask("How do filters and ACL work together in search?")
     sel = next(st for st in result.trace.steps if st.name == Step.SELECT).details

@@ -14,6 +14,7 @@ from sunlib import Library
 from sunlib.answer.expect import Expectation, expected_answer
 from sunlib.answer.gate import E5, GateSignals, ScoreGate, dense_setting, lexical_setting, profile_for
 from sunlib.answer.select import Gate, gate_key
+from sunlib.answer.units import KINDS
 from sunlib.config import AnswerSettings, GateSetting, Settings
 from sunlib.contracts import BuiltContext, Evidence, WriteRequest
 from sunlib.evaluate.calibrate import fit_gate
@@ -149,7 +150,11 @@ def small_library(tmp_path: Path) -> Library:
     vault.mkdir()
     (vault / "indexing.md").write_text(NOTE, encoding="utf-8")
     # the gate itself is switched off, so only the checks can refuse
-    lib = Library.open(vault, embedding={"provider": "hash"}, answer={"gate_threshold": 0.0, "min_score": 0.0})
+    lib = Library.open(
+        vault,
+        embedding={"provider": "hash"},
+        answer={"gate_threshold": 0.0, "answerable_threshold": 0.0, "min_score": 0.0},
+    )
     lib.index()
     return lib
 
@@ -191,7 +196,10 @@ def test_the_writer_step_shows_why_each_sentence_was_quoted(small_library: Libra
     assert writer["sentence_model"] is True and writer["candidates"] >= len(writer["quoted"]) >= 1
     quoted = {q["chunk_id"] for q in writer["quoted"]}
     assert quoted == {c.chunk_id for c in result.frame.citations}
-    assert all(-1.0 <= q["cosine"] <= 1.0 and 0.0 <= q["term_share"] <= 1.0 for q in writer["quoted"])
+    assert all(0.0 <= q["probability"] <= 1.0 and q["kind"] in KINDS for q in writer["quoted"])
+    select = next(s for s in result.trace.steps if s.name == Step.SELECT).details
+    assert select["top_units"] and select["top_units"][0]["probability"] >= writer["quoted"][-1]["probability"]
+    assert 0.0 <= select["answerability"]["probability"] <= 1.0
 
 
 def test_the_checks_can_be_turned_off(small_library: Library) -> None:
@@ -328,7 +336,7 @@ def test_without_a_sentence_model_a_gate_that_needs_one_gives_way(tmp_path: Path
     vault.mkdir()
     (vault / "indexing.md").write_text(NOTE, encoding="utf-8")
     en = GateSetting(threshold=0.0, cosine_weight=0.5, sentence_weight=1.0)
-    answer = {"gate_languages": {"en": en}, "sentence_model": model, "min_score": 0.0}
+    answer = {"gate": "score", "gate_languages": {"en": en}, "sentence_model": model, "min_score": 0.0}
     with Library.open(vault, embedding={"provider": "hash"}, answer=answer) as lib:
         lib.index()
         sel = _selection(lib, "Which table holds the vectors of an embedding space?")
@@ -417,11 +425,12 @@ def test_the_answer_comes_first_and_a_source_gives_at_most_three_units() -> None
 def test_the_writer_says_the_value_the_question_asks_for() -> None:
     # the generic sentence repeats the question's words; the next one states the size
     text = (
-        "Sync Standard has a maximum file size for uploads. The limit is 5 MB per file, "
-        "and larger files are skipped."
+        "Sync Standard has a maximum file size for uploads. The limit is 5 MB per file, and larger files are skipped."
     )
-    draft = ExtractiveWriter(USE).write(_request("What is the max file size on Sync Standard?", [_ev(1, "c", text, 1.0)], 1))
-    assert "5 MB" in draft.text
+    draft = ExtractiveWriter(USE).write(
+        _request("What is the max file size on Sync Standard?", [_ev(1, "c", text, 1.0)], 1)
+    )
+    assert "5 MB" in draft.text, draft.details
 
 
 def test_the_writer_leaves_out_units_far_below_the_best() -> None:

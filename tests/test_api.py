@@ -313,7 +313,7 @@ def test_stream_refused_event_sequence(e5_api: Api) -> None:
 def test_stream_writer_failure_finishes_refused(open_hash: Callable[..., Library]) -> None:
     closed = free_port()  # nothing listens there: every LLM call is refused at once
     lib = open_hash(
-        answer={"writer": "openai", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0},
+        answer={"writer": "openai", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0},
         llm={"base_url": f"http://127.0.0.1:{closed}/v1", "model": "m", "max_retries": 0, "timeout_s": 1},
     )
     api = Api(create_app(lib))
@@ -396,7 +396,13 @@ def chat(chat_server: ChatServer) -> ChatServer:
 
 def test_client_disconnect_stops_the_run(open_hash: Callable[..., Library], chat: ChatServer) -> None:
     lib = open_hash(
-        answer={"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0},
+        answer={
+            "writer": "openai",
+            "router": "rules",
+            "gate_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+        },
         llm={"base_url": chat.base_url, "model": "slow", "max_retries": 0, "timeout_s": 10},
     )
     app = create_app(lib)

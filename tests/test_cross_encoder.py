@@ -223,6 +223,7 @@ def test_reranker_through_settings(vault: Path, model_dir: Path) -> None:
         "reranker_model_dir": str(model_dir),
         "gate_threshold": 0.0,
         "gate_threshold_bm25": 0.0,
+        "answerable_threshold": 0.0,
     }
     lib = Library.open(vault, embedding={"provider": "hash"}, answer=answer)
     try:

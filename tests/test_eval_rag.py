@@ -187,7 +187,9 @@ TINY: list[dict[str, Any] | str] = [
 ]
 # The bundled gate defaults are calibrated for e5; hash cosines are far lower, so the tiny
 # vault gates on term coverage alone (cosine weight 0).
-HASH_TOML = '[embedding]\nprovider = "hash"\n\n[answer]\ngate_cosine_weight = 0.0\ngate_threshold = 0.7\n'
+HASH_TOML = (
+    '[embedding]\nprovider = "hash"\n\n[answer]\ngate = "score"\ngate_cosine_weight = 0.0\ngate_threshold = 0.7\n'
+)
 
 
 @pytest.fixture
@@ -378,7 +380,9 @@ def test_ask_cli_answers_refuses_and_keeps_runs(vault: Path) -> None:
     assert sunlib("runs", "show", ops_run, *at, "--as", "ops", env=HASH).returncode == 0
 
     # refused: a gate no evidence can reach, from a sunlib.toml in the vault
-    (vault / "sunlib.toml").write_text("[answer]\ngate_threshold = 1.0\ngate_threshold_bm25 = 1.0\n", encoding="utf-8")
+    (vault / "sunlib.toml").write_text(
+        '[answer]\ngate = "score"\ngate_threshold = 1.0\ngate_threshold_bm25 = 1.0\n', encoding="utf-8"
+    )
     r = sunlib("ask", QUESTION, *at, env=HASH)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "refused" in r.stdout and "gate score" in r.stdout and "< 1.000" in r.stdout

@@ -76,7 +76,11 @@ def acl_vault(tmp_path: Path) -> Path:
 
 
 def test_acl_after_knn_starves_the_caller_acl_inside_knn_does_not(acl_vault: Path) -> None:
-    gate_off = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0}  # let the public question be answered
+    gate_off = {
+        "gate_threshold": 0.0,
+        "gate_threshold_bm25": 0.0,
+        "answerable_threshold": 0.0,
+    }  # let the public question be answered
     with Library.open(acl_vault, embedding={"provider": "hash"}, answer=gate_off) as lib:
         lib.index()
         store, space = lib.store, lib.space
@@ -260,7 +264,13 @@ def test_without_a_gate_unanswerable_questions_get_answers(e5_library: Library) 
         e5_library.vault,
         embedding={"provider": "e5"},
         index_dir=e5_library.index_dir,
-        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "check_names": False, "check_answer_type": False},
+        answer={
+            "gate_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+            "check_names": False,
+            "check_answer_type": False,
+        },
     ) as open_gate:
         answered = []
         for case in unanswerable:

@@ -30,7 +30,7 @@ def test_local_model_generates_and_the_verifier_decides(vault: Path) -> None:
     lib = Library.open(
         vault,
         embedding={"provider": "hash"},
-        answer={"writer": "llama-cpp", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0},
+        answer={"writer": "llama-cpp", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0},
         llm={"gguf_path": str(gguf), "n_threads": 1, "max_tokens": 48, "n_ctx": 4096},
     )
     lib.index()

@@ -72,7 +72,13 @@ def open_lib(vault: Path, server: ChatServer) -> Iterator[Callable[..., Library]
     libs: list[Library] = []
 
     def make(**sections: dict[str, Any]) -> Library:
-        answer = {"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+        answer = {
+            "writer": "openai",
+            "router": "rules",
+            "gate_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+        }
         llm = {"base_url": server.base_url, "model": "test-model", "timeout_s": 2, "max_retries": 1}
         answer.update(sections.pop("answer", {}))
         llm.update(sections.pop("llm", {}))

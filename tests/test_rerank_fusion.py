@@ -17,7 +17,13 @@ def _library(vault: Path, **answer: object) -> Library:
     return Library.open(
         vault,
         embedding={"provider": "hash"},
-        answer={"reranker": "fusion", "rescore_provider": "counting", "gate_threshold": 0.0, **answer},
+        answer={
+            "reranker": "fusion",
+            "rescore_provider": "counting",
+            "gate_threshold": 0.0,
+            "answerable_threshold": 0.0,
+            **answer,
+        },
     )
 
 

@@ -200,7 +200,13 @@ def chat(chat_server: ChatServer) -> ChatServer:
 
 def test_a_search_returns_while_the_writer_is_still_writing(hash_library: Library, chat: ChatServer) -> None:
     lib = hash_library.with_settings(
-        answer={"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0},
+        answer={
+            "writer": "openai",
+            "router": "rules",
+            "gate_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+        },
         llm={"base_url": chat.base_url, "model": "slow", "max_retries": 0, "timeout_s": 30},
     )
     chat.writer.reply = "Snapshots are rotated nightly and checked by a restore test. " * 3

@@ -81,7 +81,9 @@ def test_the_step_registry_is_served() -> None:
 def _nested_library(vault: Path) -> Library:
     """The real pipeline with retrieval, reranking and selection run as round 1."""
     lib = Library.open(
-        vault, embedding={"provider": "hash"}, answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+        vault,
+        embedding={"provider": "hash"},
+        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0},
     )
     asker = build_asker(lib)
     route, retrieve, rerank, select, *rest = asker.stages

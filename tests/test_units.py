@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sunlib.answer.units import split_units
-from sunlib.text.terms import as_words, content_terms, TermWeights
+from sunlib.text.terms import TermWeights, as_words, content_terms
 
 NOTE = """# Sync plans
 

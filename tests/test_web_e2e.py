@@ -89,7 +89,7 @@ PAYLOADS = ('<img src=x onerror="window.__pwned=1">', "<script>window.__pwned=2<
 
 
 TOMATOES = "Tomatoes need sun and water every day."
-OPEN_GATE = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+OPEN_GATE = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
 
 
 def tiny_vault(root: Path) -> Path:

@@ -135,7 +135,8 @@ def expected_answer(question: str) -> Expectation | None:
 _ASKED = {
     "key": re.compile(r"\b(?:shortcut|hotkey|keyboard|key(?:s|stroke)?|press)\b|快捷键|按键|热键|键盘", re.IGNORECASE),
     "path": re.compile(
-        r"\bwhere\b|\b(?:which|what) (?:file|folder|directory|path|url|endpoint|route)\b|路径|目录|文件夹|在哪|哪个文件",
+        r"\bwhere\b|\b(?:which|what) (?:file|folder|directory|path|url|endpoint|route)\b|"
+        r"路径|目录|文件夹|在哪|哪个文件",
         re.IGNORECASE,
     ),
     "command": re.compile(
@@ -143,6 +144,11 @@ _ASKED = {
     ),
     "version": re.compile(r"\bversions?\b|\brelease\b|\bsince when\b|版本", re.IGNORECASE),
     "default": re.compile(r"\bdefaults?\b|\bby default\b|默认", re.IGNORECASE),
+    "limit": re.compile(
+        r"\b(?:max(?:imum)?|min(?:imum)?|limits?|size|timeout|how (?:big|large|long|many|much|often))\b|"
+        r"最大|最小|上限|下限|限制|多大|多少|多久|超时",
+        re.IGNORECASE,
+    ),
     "name": re.compile(
         r"\b(?:which|what) (?:\w+ )?(?:parameter|option|setting|flag|class|function|method|argument|field|"
         r"header|status|code|port|model|library|package|module|type|key|variable|name)s?\b|哪个|哪些|什么参数|什么类",
@@ -157,6 +163,7 @@ _STATED = {
     "command": re.compile(r"`[^`\n]{2,}`|^\s*(?:\$ )?(?:pip|python|uvicorn|fastapi|sunlib|npm|git|docker|make)\b"),
     "version": re.compile(r"\b\d+\.\d+(?:\.\d+)?\b|\bv\d+\b"),
     "default": re.compile(r"\bdefaults?\b|\bby default\b|默认"),
+    "limit": re.compile(r"\d"),
     "name": re.compile(r"`[^`\n]+`|\b[A-Za-z]+[A-Z_][A-Za-z0-9_]*\b|\b\d{3}\b"),
 }
 

@@ -34,8 +34,8 @@ from ..config import AnswerSettings, GateSetting
 from ..contracts import Refusal
 from ..store import Store
 from .expect import Expectation
-from .scorer import Answerability, load_params
 from .refusals import joined, refusal
+from .scorer import Answerability, load_params
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,7 @@ def _low_gate(p: Mapping[str, Any]) -> str:
 def _low_answerability(p: Mapping[str, Any]) -> str:
     absent = f"; not in the evidence: {', '.join(p['missing_terms'])}" if p["missing_terms"] else ""
     return (
-        f"the evidence is unlikely to answer it (answerability {p['probability']:.2f} < {p['threshold']:.2f})"
-        f"{absent}"
+        f"the evidence is unlikely to answer it (answerability {p['probability']:.2f} < {p['threshold']:.2f}){absent}"
     )
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..contracts import Ranked
 from ..providers.base import Embedder
 from ..text import TermWeights, fts_tokens, is_cjk
 from ..text.terms import fold, names
@@ -65,7 +66,9 @@ UNIT_FEATURES = (
     "first_in_passage",
     "passage_inv_rank",
     "passage_score",
+    "passage_dense",
     "log_chars",
+    "lead_in",
     "procedure_x_list",
     "enumeration_x_list",
     "cross_language",
@@ -75,6 +78,8 @@ ANSWERABLE_FEATURES = (
     "p_second",
     "p_top3_mean",
     "cos_unit_top",
+    "share_top",
+    "log_terms",
     "dense_cosine",
     "has_dense",
     "coverage",
@@ -96,6 +101,12 @@ class Passage:
     heading: str
     rank: int  # 1-based, among the selected passages
     score: float  # the reranker's, best = 1.0
+    dense: float | None = None  # its cosine with the question under the embedding model (e5)
+
+    @classmethod
+    def of(cls, ranked: Ranked, rank: int) -> Passage:
+        h = ranked.hit
+        return cls(h.chunk_id, h.text, " > ".join(h.heading_path) or h.title, rank, ranked.score, dense_score(ranked))
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,12 @@ def load_params() -> Params | None:
     )
 
 
+def dense_score(ranked: Ranked) -> float | None:
+    """A ranked hit's cosine under the embedding model, when the dense route found it."""
+    route = ranked.hit.routes.get("dense")
+    return route.score if route is not None and route.rank else None
+
+
 def _lang(text: str) -> str:
     chars = [ch for ch in text if not ch.isspace()]
     cjk = sum(1 for ch in chars if is_cjk(ch))
@@ -253,7 +270,9 @@ class UnitFeaturizer:
                 "first_in_passage": float(u.position == 0),
                 "passage_inv_rank": 1.0 / p.rank,
                 "passage_score": p.score,
+                "passage_dense": p.dense or 0.0,
                 "log_chars": math.log1p(len(u.text)),
+                "lead_in": float(u.kind == "sentence" and u.text.endswith((":", "："))),
                 "procedure_x_list": float(self.procedure and u.kind in ("steps", "list", "item")),
                 "enumeration_x_list": float(self.enumeration and u.kind in ("steps", "list", "item", "row")),
                 "cross_language": float(_lang(u.text) != self.lang),
@@ -272,6 +291,7 @@ def answerable_features(
     quantity_missing: bool,
     cross_language: bool,
     kept: int,
+    terms: int,
 ) -> dict[str, float]:
     top = np.sort(probabilities)[::-1] if len(probabilities) else np.zeros(1)
     col = {name: j for j, name in enumerate(UNIT_FEATURES)}
@@ -282,6 +302,8 @@ def answerable_features(
         "p_second": float(top[1]) if len(top) > 1 else 0.0,
         "p_top3_mean": float(top[:3].mean()),
         "cos_unit_top": float(unit_rows[:, col["cos_unit"]].max()) if len(unit_rows) else 0.0,
+        "share_top": float(unit_rows[:, col["share"]].max()) if len(unit_rows) else 0.0,
+        "log_terms": math.log1p(terms),
         "dense_cosine": dense_cosine or 0.0,
         "has_dense": float(dense_cosine is not None),
         "coverage": coverage,

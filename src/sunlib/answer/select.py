@@ -181,10 +181,7 @@ def select(
     )
     units: list[ScoredUnit] = []
     if scorer is not None and kept and signals.content_terms:
-        passages = [
-            Passage(r.hit.chunk_id, r.hit.text, " > ".join(r.hit.heading_path) or r.hit.title, i, r.score)
-            for i, r in enumerate(kept, 1)
-        ]
+        passages = [Passage.of(r, i) for i, r in enumerate(kept, 1)]
         units, rows = scorer.score_units(question, weights, passages)
         probabilities = np.asarray([u.probability for u in units])
         # the feature rows are in the featurizer's order; the probabilities sorted: only their set counts
@@ -197,6 +194,7 @@ def select(
             quantity_missing=not signals.expectation_met,
             cross_language=language(kept[0].hit.text) != language(question),
             kept=len(kept),
+            terms=len(weights.weights),
         )
         signals = replace(signals, answerability=scorer.answerability(features))
     per_chunk = [weights.coverage(token_set([r.hit.text]))[0] for r in head] if signals.content_terms else [0.0]

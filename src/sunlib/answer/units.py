@@ -37,7 +37,9 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _ITEM = re.compile(r"^(\s*)([-*+]|\d{1,3}[.)])\s+(.*)$")
 _ROW = re.compile(r"^\s*\|.*\|\s*$")
 _RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_DEFINITION = re.compile(r"^\s*(?:\*\*[^*\n]{1,60}\*\*|`[^`\n]{1,60}`|[^\s:：][^:：\n]{0,40}?)\s*(?:[:：]|\s[—–-]\s)\s*\S")
+_DEFINITION = re.compile(  # "Term: what it is", "**Term** — what it is"
+    r"^\s*(?:\*\*[^*\n]{1,60}\*\*|`[^`\n]{1,60}`|[^\s:：][^:：\n]{0,40}?)\s*(?:[:：]|\s[—–-]\s)\s*\S"
+)
 
 
 @dataclass(frozen=True)

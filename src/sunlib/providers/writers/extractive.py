@@ -59,7 +59,7 @@ class ExtractiveWriter(Writer):
         passages = [
             Passage(ev.chunk_id, ev.text, " > ".join(ev.heading_path) or ev.title, i, ev.score)
             for i, ev in enumerate(request.context.evidence, 1)
-        ]
+        ]  # (no dense cosine: evidence does not carry one)
         scored, _ = AnswerScorer(params, self._sentence_model).score_units(
             request.question, request.term_weights, passages
         )
