@@ -206,6 +206,39 @@ def _logistic(x: np.ndarray, y: np.ndarray, names: tuple[str, ...], c: float = 1
     }
 
 
+def _ranker(x: np.ndarray, y: np.ndarray, groups: np.ndarray, names: tuple[str, ...]) -> dict[str, Any]:
+    """A pairwise ranker (logistic regression on unit differences within a question, which ranks
+    units better than a pointwise fit: docs/evaluation.md), then Platt-scaled into probabilities."""
+    from sklearn.linear_model import LogisticRegression
+
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    xs = (x - mean) / scale
+    rng = np.random.default_rng(0)
+    diffs = []
+    for g in np.unique(groups):
+        idx = np.flatnonzero(groups == g)
+        pos, neg = idx[y[idx]], idx[~y[idx]]
+        for p in pos if len(neg) else ():
+            for n in rng.choice(neg, size=min(len(neg), 8), replace=False):
+                diffs.append(xs[p] - xs[n])
+    d = np.asarray(diffs)
+    pairs = LogisticRegression(C=0.1, fit_intercept=False, max_iter=3000).fit(
+        np.vstack([d, -d]), np.r_[np.ones(len(d)), np.zeros(len(d))]
+    )
+    w = pairs.coef_[0]
+    platt = LogisticRegression(max_iter=2000).fit((xs @ w)[:, None], y)
+    a, b = float(platt.coef_[0][0]), float(platt.intercept_[0])
+    return {
+        "features": list(names),
+        "mean": mean.round(6).tolist(),
+        "scale": scale.round(6).tolist(),
+        "coef": (a * w).round(6).tolist(),
+        "intercept": round(b, 6),
+    }
+
+
 def _predict(params: dict[str, Any], x: np.ndarray) -> np.ndarray:
     z = ((x - np.asarray(params["mean"])) / np.asarray(params["scale"])) @ np.asarray(params["coef"])
     return 1.0 / (1.0 + np.exp(-(z + params["intercept"])))
@@ -284,15 +317,15 @@ def fit(out: Path, write: Path | None) -> None:
             tuple(n for n in ANSWERABLE_FEATURES if n not in NO_COSINE),
         ),
     ):
-        x, y, _ = _unit_matrix(fit_recs, unit_names)
-        unit = _logistic(x, y, unit_names)
+        x, y, groups = _unit_matrix(fit_recs, unit_names)
+        unit = _ranker(x, y, groups, unit_names)
         # answerability on out-of-fold unit probabilities, so p_top is as honest as at run time
         oof_rows = np.zeros((len(fit_recs), len(ans_names)))
         folds = GroupKFold(n_splits=5)
         rec_index = np.arange(len(fit_recs))
         for train_idx, test_idx in folds.split(rec_index, groups=[r["question_id"] for r in fit_recs]):
-            tx, ty, _ = _unit_matrix([fit_recs[i] for i in train_idx], unit_names)
-            fold_unit = _logistic(tx, ty, unit_names)
+            tx, ty, tg = _unit_matrix([fit_recs[i] for i in train_idx], unit_names)
+            fold_unit = _ranker(tx, ty, tg, unit_names)
             oof_rows[test_idx] = _answerable_rows([fit_recs[i] for i in test_idx], fold_unit, ans_names)
         labels = np.asarray([r["label"] for r in fit_recs], dtype=bool)
         answerable = _logistic(oof_rows, labels, ans_names)
