@@ -131,7 +131,9 @@ def test_swapped_terms_never_occur_in_the_vault(hash_library: Library) -> None:
 def _results(ans: list[float], unans: list[float], hard: int = 0) -> list[ProbeResult]:
     out = [ProbeResult(Probe(f"a{i}", True, "heading", "en", "x"), p, False, ()) for i, p in enumerate(ans)]
     out += [ProbeResult(Probe(f"u{i}", False, "swap-term", "en", "x"), p, False, ()) for i, p in enumerate(unans)]
-    out += [ProbeResult(Probe(f"h{i}", False, "swap-term", "en", "x"), 0.99, True, ("missing_name",)) for i in range(hard)]
+    out += [
+        ProbeResult(Probe(f"h{i}", False, "swap-term", "en", "x"), 0.99, True, ("missing_name",)) for i in range(hard)
+    ]
     return out
 
 

@@ -13,11 +13,13 @@ it cannot answer.
   "X is a ..." becomes "What is X?" ("X是……" becomes "X是什么？").
 * **Unanswerable probes.** Each answerable probe keeps its frame and loses its distinguishing
   term: a number it mentions becomes another one, else its rarest word (by how many chunks
-  hold it) becomes a plausible word from a fixed list, written the same way (a capitalised
-  name for a name, a plural for a plural; for Chinese, its rarest two-character span becomes a
-  Chinese term). A swapped-in term is used only when the vault's vocabulary never has it: none
-  of its index tokens occurs in any chunk, title or heading (for a Chinese term, the term never
-  occurs as a substring), and never as a substring of the vault's text.
+  hold it) becomes a plausible word from a fixed list (a name for an identifier or acronym,
+  which the name check then misses in the evidence; else a plain lower-case noun, a plural for
+  a plural, so that the answerability probability has to refuse it; for Chinese, its rarest
+  two-character span that the vault has becomes a Chinese term). A swapped-in term is used
+  only when the vault's vocabulary never has it: none of its index tokens occurs in any chunk,
+  title or heading (for a Chinese term, the term never occurs as a substring), and never as a
+  substring of the vault's text.
 
 Notes are taken over the whole vault in a seeded random order, one probe per note per round
 (a heading probe and a sentence probe alternate from note to note), so the probes spread over
@@ -144,7 +146,6 @@ ZH_TERMS = (
 )
 
 
-
 def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
@@ -155,7 +156,8 @@ HOW_VERBS = _words(
     "add ask build call change choose configure connect create customize debug declare define delete deploy"
     " disable download enable export extend filter generate get handle import include index install make"
     " migrate override pick read remove return run search secure send serve set start stop test update"
-    " upgrade upload use validate write")
+    " upgrade upload use validate write"
+)
 # Verbs that are seldom nouns: a heading that starts with one is an instruction ("Configure sunlib");
 # another verb of HOW_VERBS must be followed by a determiner ("Search the vault", not "Search modes").
 VERBS_ONLY = _words(
@@ -166,7 +168,8 @@ DETERMINERS = _words("the a an your my our this that these those it them its all
 GENERIC_HEADINGS = _words(
     "overview introduction summary example examples notes note usage references reference contents recap"
     " conclusion about faq details more tips background see also next steps 概述 简介 示例 例子 总结 小结 参考"
-    " 目录 说明 注意 下一步 介绍 前言")
+    " 目录 说明 注意 下一步 介绍 前言"
+)
 ZH_HOW_VERBS = (
     "安装",
     "配置",
@@ -192,8 +195,7 @@ ZH_HOW_VERBS = (
     "验证",
     "调用",
 )
-FRAME_WORDS = _words(
-    "what which who whom how when where why do does did go about year many much is are was were i you")
+FRAME_WORDS = _words("what which who whom how when where why do does did go about year many much is are was were i you")
 ZH_FRAME = ("多少", "哪一年", "是什么", "什么", "如何", "怎么", "怎样", "为什么")
 MONTHS = _words("january february march april may june july august september october november december")
 CONJUNCTIONS = _words("and but or although though because while whereas since so yet also however")

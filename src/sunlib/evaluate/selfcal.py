@@ -43,7 +43,7 @@ from .probes import Probe, make_probes
 if TYPE_CHECKING:
     from ..library import Library
 
-DEFAULT_PROBES = 80
+DEFAULT_PROBES = 120
 MIN_PROBES, MAX_PROBES = 20, 2000  # accepted --probes
 MIN_PER_CLASS = 8  # answerable and unanswerable probes a calibration needs
 MIN_GAIN = 0.02  # balanced accuracy the optimum must gain over the shipped threshold to move it
