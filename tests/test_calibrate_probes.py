@@ -27,6 +27,7 @@ from sunlib.text import fts_tokens
 from sunlib.text.terms import fold
 
 PARAMS = load_params()
+HASH = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "COLUMNS": "400"}  # the CLI on the hash-indexed vault, lines unwrapped
 pytestmark = pytest.mark.skipif(PARAMS is None, reason="no shipped scorer parameters")
 
 
@@ -204,26 +205,26 @@ def test_gate_priority_settings_then_calibration_then_shipped(hash_library: Libr
 
 def test_status_shows_the_calibration(hash_library: Library) -> None:
     vault = str(hash_library.vault)
-    r = sunlib("status", "--vault", vault, "--json")
+    r = sunlib("status", "--vault", vault, "--json", env=HASH)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["calibration"]["state"] == "uncalibrated"
-    assert "uncalibrated" in sunlib("status", "--vault", vault).stdout
+    assert "uncalibrated" in sunlib("status", "--vault", vault, env=HASH).stdout
     _store(hash_library, 0.6123)
-    r = sunlib("status", "--vault", vault)
+    r = sunlib("status", "--vault", vault, env=HASH)
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("gate"))
     assert "threshold 0.6123" in line and "self-calibrated 2026-01-02" in line
-    info = json.loads(sunlib("status", "--vault", vault, "--json").stdout)["calibration"]
+    info = json.loads(sunlib("status", "--vault", vault, "--json", env=HASH).stdout)["calibration"]
     assert info["state"] == "calibrated" and info["threshold"] == 0.6123 and info["stored"]["probes"]["seed"] == 0
 
 
 def test_calibrate_command_stores_what_it_reports(hash_library: Library) -> None:
     vault = str(hash_library.vault)
-    dry = sunlib("calibrate", "--vault", vault, "--probes", "30", "--dry-run", "--json")
+    dry = sunlib("calibrate", "--vault", vault, "--probes", "30", "--dry-run", "--json", env=HASH)
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout)["stored"] is False
     assert hash_library.calibration()["state"] == "uncalibrated"
-    r = sunlib("calibrate", "--vault", vault, "--probes", "30", "--json")
+    r = sunlib("calibrate", "--vault", vault, "--probes", "30", "--json", env=HASH)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert report["key"] == selfcal_key(_space(hash_library)) and report["stored"] is True
@@ -236,9 +237,9 @@ def test_calibrate_command_stores_what_it_reports(hash_library: Library) -> None
     assert stored["threshold"] == report["threshold"] and stored["before"] == report["before"]
     cal = hash_library.calibration()
     assert cal["state"] == "calibrated" and cal["threshold"] == report["threshold"]
-    text = sunlib("calibrate", "--vault", vault, "--probes", "30")
+    text = sunlib("calibrate", "--vault", vault, "--probes", "30", env=HASH)
     assert text.returncode == 0 and "stored selfcal:" in text.stdout
-    reset = sunlib("calibrate", "--vault", vault, "--reset")
+    reset = sunlib("calibrate", "--vault", vault, "--reset", env=HASH)
     assert reset.returncode == 0 and hash_library.calibration()["state"] == "uncalibrated"
 
 
