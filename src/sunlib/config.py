@@ -121,6 +121,10 @@ class AnswerSettings(BaseModel):
     # every vault. "score": the hand-fitted score gate below.
     gate: Literal["learned", "score"] = "learned"
     answerable_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    # `sunlib index` ends with `sunlib calibrate` (probe questions written from the vault move the
+    # learned gate's threshold for this vault; evaluate/selfcal.py) when the index changed or has no
+    # valid calibration. Off: on the held-out vaults it did not help (docs/evaluation.md).
+    self_calibrate: bool = False
     # The score gate. Gate score = (w * top dense cosine + (1 - w) * query-term coverage of the
     # evidence + v * best sentence cosine) / (1 + v), with v the sentence weight (0 unless set);
     # below the threshold the question is refused. Left unset (None), each comes from the

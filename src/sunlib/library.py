@@ -219,6 +219,48 @@ class Library:
         """A cited answer or a refusal with its reason; the run is saved in the index."""
         return self.asker.ask(question, filters, principals, listener, on_token, save)
 
+    def calibrate(
+        self,
+        probes: int | None = None,
+        seed: int = 0,
+        store: bool = True,
+        on_probe: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
+        """Self-calibrate the refusal gate on probe questions written from this vault (no labels):
+        the learned gate's threshold for this vault, stored in the index (``store``) for the
+        active embedding space. See ``sunlib.evaluate.selfcal``; returns its report."""
+        from .evaluate.selfcal import DEFAULT_PROBES, self_calibrate
+
+        return self_calibrate(self, DEFAULT_PROBES if probes is None else probes, seed, store, on_probe)
+
+    def calibration(self) -> dict[str, Any]:
+        """Which threshold the learned gate uses here and why: ``state`` is ``settings``,
+        ``calibrated``, ``stale`` (made with other scorer parameters: run ``sunlib calibrate``
+        again), ``uncalibrated`` or ``off`` (the score gate, or no scorer parameters)."""
+        from .answer.gate import calibration_applies, learned_threshold, selfcal_key
+        from .answer.scorer import load_params
+
+        answer = self.settings.answer
+        space = self.space.name if self.settings.search.mode != "bm25" else None
+        params = load_params()
+        if answer.gate != "learned" or params is None:
+            return {"state": "off", "key": selfcal_key(space), "gate": answer.gate}
+        threshold, source, stored = learned_threshold(answer, self.store, space, params)
+        if answer.answerable_threshold is not None:
+            state = "settings"
+        elif stored is None:
+            state = "uncalibrated"
+        else:
+            state = "calibrated" if calibration_applies(stored, answer, params) else "stale"
+        return {
+            "state": state,
+            "key": selfcal_key(space),
+            "threshold": threshold,
+            "shipped_threshold": params.threshold,
+            "source": source,
+            "stored": stored,
+        }
+
     def status(self) -> dict[str, Any]:
         store = self.store
         active = self.space
@@ -233,4 +275,5 @@ class Library:
             "vectors_total": total - pending,
             "spaces": [dataclasses.asdict(s) for s in store.vectors.spaces()],
             "text_indexed_at": store.get_meta("text_indexed_at"),
+            "calibration": self.calibration(),
         }

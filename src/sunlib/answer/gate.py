@@ -5,8 +5,11 @@ turns it into a ``GateDecision`` (passed, score, threshold, the ``Refusal`` reco
 
 ``LearnedGate`` (the default, ``[answer] gate = "learned"``) refuses below a threshold on
 the answer scorer's calibrated probability that the evidence answers the question
-(``answer.scorer``), one threshold for every vault, plus the two checks below. Without
-shipped scorer parameters it hands over to the score gate.
+(``answer.scorer``), plus the two checks below. Its threshold: ``[answer]
+answerable_threshold`` when set, else the vault's own from ``sunlib calibrate``
+(``evaluate.selfcal``, stored per embedding space under ``selfcal:<space>``) when it was
+made with the shipped scorer parameters, else the shipped one. Without shipped scorer
+parameters it hands over to the score gate.
 
 ``ScoreGate`` is the gate of seed 001:
 
@@ -35,7 +38,7 @@ from ..contracts import Refusal
 from ..store import Store
 from .expect import Expectation
 from .refusals import joined, refusal
-from .scorer import Answerability, load_params
+from .scorer import Answerability, Params, load_params
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,52 @@ def build_gate(
     params = load_params() if settings.gate == "learned" else None
     if params is None:
         return scored
-    threshold = params.threshold if settings.answerable_threshold is None else settings.answerable_threshold
-    source = "settings" if settings.answerable_threshold is not None else params.source
+    threshold, source, _ = learned_threshold(settings, store, space_name, params)
     return LearnedGate(threshold, f"learned scorer, {source}", scored)
+
+
+# -- the learned gate's threshold for this vault ----------------------------------------------
+
+
+def selfcal_key(space_name: str | None) -> str:
+    """Where ``sunlib calibrate`` stores a vault's own threshold: per embedding space (``selfcal:bm25``
+    without a dense route), because the answerability probability reads the dense cosine."""
+    return f"selfcal:{space_name}" if space_name else "selfcal:bm25"
+
+
+def stored_calibration(store: Store, space_name: str | None) -> dict[str, Any] | None:
+    """The self-calibration stored for this space, as stored (None when there is none)."""
+    raw = store.get_meta(selfcal_key(space_name))
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("threshold"), int | float) else None
+
+
+def calibration_applies(data: dict[str, Any], settings: AnswerSettings, params: Params) -> bool:
+    """Whether a stored self-calibration was made with these scorer parameters and the same model
+    variant (with or without the sentence-cosine features): otherwise its threshold means nothing."""
+    return data.get("scorer") == params.fingerprint and bool(data.get("cosine_features", True)) == (
+        settings.sentence_model != "none"
+    )
+
+
+def learned_threshold(
+    settings: AnswerSettings, store: Store, space_name: str | None, params: Params
+) -> tuple[float, str, dict[str, Any] | None]:
+    """The learned gate's threshold, its source, and the stored self-calibration (if any).
+
+    Priority: ``[answer] answerable_threshold`` > this vault's self-calibration (``sunlib
+    calibrate``), when it was made with the shipped scorer parameters > the shipped threshold."""
+    stored = stored_calibration(store, space_name)
+    if settings.answerable_threshold is not None:
+        return settings.answerable_threshold, "settings", stored
+    if stored is not None and calibration_applies(stored, settings, params):
+        probes = stored.get("probes") or {}
+        n = int(probes.get("answerable", 0)) + int(probes.get("unanswerable", 0))
+        source = f"self-calibrated {stored.get('calibrated_at', '?')} on {n} probes"
+        return float(stored["threshold"]), source, stored
+    return params.threshold, params.source, stored

@@ -22,6 +22,7 @@ features.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -170,6 +171,7 @@ class Params:
     answerable_no_cosine: Logistic
     threshold: float
     source: str
+    fingerprint: str = ""  # of scorer.json: a per-vault calibration is valid for these parameters only
 
 
 @cache
@@ -178,7 +180,8 @@ def load_params() -> Params | None:
     path = resources.files(__package__).joinpath(PARAMS_FILE)
     if not path.is_file():
         return None
-    data = json.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
     models = data["models"]
     return Params(
         Logistic.from_json(models["unit"]),
@@ -187,6 +190,7 @@ def load_params() -> Params | None:
         Logistic.from_json(models["answerable_no_cosine"]),
         float(data["threshold"]),
         f"trained {data.get('trained_at', '?')} on {data.get('trained_on', '?')}",
+        hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
     )
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import platform
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -76,6 +76,27 @@ def status(
     out.print(f"active  {info['active_space']}: {info['vectors_total']} vectors, {info['vectors_pending']} pending")
     for sp in info["spaces"]:
         out.print(f"space   {sp['name']}: {sp['vectors']} vectors")
+    out.print(f"gate    {calibration_line(info['calibration'])}")
+
+
+def calibration_line(cal: dict[str, Any]) -> str:
+    """The learned gate's threshold for this vault and where it comes from, in one line."""
+    state = cal["state"]
+    if state == "off":
+        return f"{cal['gate']} gate (no self-calibration)"
+    line = f"threshold {cal['threshold']:.4f} ({cal['source']})"
+    if state == "uncalibrated":
+        return f"{line}; uncalibrated for this vault: `sunlib calibrate` fits its own"
+    if state == "stale":
+        return f"{line}; the stored self-calibration was made with other scorer parameters: run `sunlib calibrate`"
+    stored = cal.get("stored")
+    if state == "calibrated" and stored:
+        b, a = stored["before"], stored["after"]
+        line += (
+            f"; shipped {stored['shipped_threshold']:.4f}; on the probes refusal {b['refusal_rate']} -> "
+            f"{a['refusal_rate']}, false refusal {b['false_refusal_rate']} -> {a['false_refusal_rate']}"
+        )
+    return line
 
 
 @app.command()

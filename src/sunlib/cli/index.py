@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
+from ..errors import UserError
+from ..indexing import IndexReport
 from ..library import Library
 from .app import app
 from .common import out, print_json, remember_vault
@@ -29,12 +31,15 @@ def index(
 ) -> None:
     """Index new and changed notes, drop deleted ones, then embed what has no vector yet."""
     lib = Library.open(path, config).with_settings(embedding={"provider": provider}, index={"chunker": chunker})
+    calibration: dict[str, Any] | None = None
     with lib, ProgressBars(enabled=not (quiet or as_json)) as bars:
         report = lib.index(embed=False if no_embed else None, progress=bars)
+        if lib.settings.answer.self_calibrate and not no_embed:
+            calibration = _self_calibrate(lib, report, bars)
         status = lib.status() if not no_embed else None
     remember_vault(lib.vault)
     if as_json:
-        print_json({"index": str(lib.db_path), **report.as_dict()})
+        print_json({"index": str(lib.db_path), **report.as_dict(), "calibration": calibration})
         return
     table = Table(show_header=False, box=None, pad_edge=False)
     for label, value in (
@@ -58,3 +63,21 @@ def index(
         sys.stderr.write(f"failed: {p}: {' '.join(reason.split())}\n")
     if no_embed:
         out.print("text index ready (BM25 search works now); run `sunlib index` again to add vectors")
+    if calibration is not None and "threshold" in calibration:
+        out.print(
+            f"self-calibrated {calibration['key']}: threshold {calibration['threshold']:.4f}"
+            f" (shipped {calibration['shipped_threshold']:.4f}) on {len(calibration['probe_questions'])} probes"
+        )
+
+
+def _self_calibrate(lib: Library, report: IndexReport, bars: ProgressBars) -> dict[str, Any] | None:
+    """``[answer] self_calibrate``: calibrate when the notes changed or no valid calibration exists.
+    A vault too small to probe keeps the shipped threshold, with a warning: indexing itself worked."""
+    changed = report.added or report.changed or report.moved or report.deleted
+    if not changed and lib.calibration()["state"] not in ("uncalibrated", "stale"):
+        return None
+    try:
+        return lib.calibrate(on_probe=lambda n, t: bars("probes", n, t))
+    except UserError as exc:
+        sys.stderr.write(f"warning: not self-calibrated: {exc}\n")
+        return {"error": str(exc)}

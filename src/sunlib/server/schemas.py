@@ -278,6 +278,9 @@ class IndexStatusOut(Out):
     vectors_total: int
     spaces: list[SpaceOut]
     text_indexed_at: str | None
+    calibration: dict[str, Any] | None = Field(
+        None, description="the learned gate's threshold here: state, threshold, source, the stored self-calibration"
+    )
     jobs: list[JobOut]
 
 
