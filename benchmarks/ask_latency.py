@@ -5,9 +5,9 @@
 Both versions ask the bundled QA set's questions (src/sunlib/qa/sample_vault.jsonl) over one copy
 of the sample vault (each version indexes it once) with the default settings (e5, extractive
 writer), in child processes that alternate (baseline, current, baseline, ...) so that the
-machine's noise falls on both. Models are loaded and every question asked once before timing. The baseline runs from a git worktree of REF
-(default: the commit before issue 12's work, 9e861dc). Writes the table into docs/benchmarks.md
-between markers.
+machine's noise falls on both. Models are loaded and every question asked once before timing.
+The baseline runs from a git worktree of REF (default: the commit before issue 12's work,
+9e861dc). Writes the table into docs/benchmarks.md between markers.
 """
 
 from __future__ import annotations
