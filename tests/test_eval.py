@@ -12,8 +12,9 @@ import ir_measures
 import pytest
 from ir_measures import MRR, R, nDCG
 
+from conftest import FlakyEmbedder
 from sunlib.config import load_settings
-from sunlib.errors import DatasetError
+from sunlib.errors import DatasetError, ProviderError
 from sunlib.evaluate import evaluate_retrieval, load_beir, mrr_at_k, ndcg_at_k, recall_at_k
 from sunlib.evaluate.metrics import percentile
 
@@ -95,6 +96,23 @@ def test_evaluate_retrieval_on_a_small_bilingual_set(tmp_path: Path) -> None:
     assert again.info["index_cache"] == hybrid.info["index_cache"]
 
 
+def test_as_is_searches_the_index_with_the_vectors_it_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = load_beir(write_beir(tmp_path / "ds"))
+    monkeypatch.setattr(FlakyEmbedder, "fail_after", 1)  # one batch of 2 vectors, then the embedder fails
+    settings = load_settings(embedding={"provider": "flaky", "batch_size": 2})
+    with pytest.raises(ProviderError):
+        evaluate_retrieval(data, settings, "hybrid")  # embedding interrupted: 4 of 6 chunks have no vector
+    for fill in (True, False):
+        run = load_settings(embedding={"provider": "flaky", "batch_size": 2}, search={"fill_missing": fill})
+        report = evaluate_retrieval(data, run, "hybrid", as_is=True)  # would fail if it embedded anything
+        assert report.info["as_is"] is True and report.info["vectors_embedded"] == 0
+        assert report.info["vectors_pending"] == 4 and report.info["chunks"] == 6
+        assert report.info["fill_missing"] is fill
+        assert (report.info["filled_in_per_query"] > 0) is fill
+    dense = evaluate_retrieval(data, settings, "dense", as_is=True)
+    assert dense.info["vectors_pending"] == 4 and dense.metrics["recall@100"] <= 0.5  # 2 documents have vectors
+
+
 def test_eval_cli_json_has_exactly_the_metric_keys(tmp_path: Path) -> None:
     ds = write_beir(tmp_path / "ds")
     r = subprocess.run(
@@ -121,6 +139,15 @@ def test_eval_cli_json_has_exactly_the_metric_keys(tmp_path: Path) -> None:
     full = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert set(full["per_query"]) == {"q1", "q2", "q3", "q4"}
     assert full["info"]["mode"] == "bm25"
+
+    as_is = subprocess.run(
+        [sys.executable, "-m", "sunlib", "eval", "retrieval", str(ds), "--mode", "bm25", "--as-is", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert as_is.returncode == 0, as_is.stderr
+    assert list(json.loads(as_is.stdout)) == [*metrics, "vectors_pending", "filled_in_per_query"]
 
 
 def test_beir_loader_rejects_broken_datasets(tmp_path: Path) -> None:

@@ -165,6 +165,23 @@ def test_delete_makes_a_chunk_pending_and_leaves_knn(store: Store) -> None:
     assert store.vectors.vectors_for(SPACE, [target]) == {}
 
 
+def test_without_vectors_names_the_given_chunks_that_have_none(make: Callable[[str], Store], vault: Path) -> None:
+    store = make("db")
+    sync(store, vault)
+    ids = {path: chunk_of(store, path) for path in NOTES}
+    assert store.vectors.without_vectors(SPACE, list(ids.values())) == set(ids.values())  # no space yet
+    embed_by_hand(store.vectors, store, only={"sea/harbour.md", "sea/restricted.md"})
+    asked = [ids["sea/harbour.md"], ids["guide/search.md"], ids["team/plan.md"], "chk_unknown"]
+    assert store.vectors.without_vectors(SPACE, asked) == {ids["guide/search.md"], ids["team/plan.md"], "chk_unknown"}
+    assert store.vectors.without_vectors(SPACE, []) == set()
+    store.vectors.delete(SPACE, [ids["sea/harbour.md"]])
+    assert store.vectors.without_vectors(SPACE, [ids["sea/harbour.md"], ids["sea/restricted.md"]]) == {
+        ids["sea/harbour.md"]
+    }
+    embed_by_hand(store.vectors, store)
+    assert store.vectors.without_vectors(SPACE, list(ids.values())) == set()
+
+
 def test_re_embedding_replaces_the_vector(store: Store) -> None:
     target = chunk_of(store, "guide/search.md")
     (pending_stamp,) = {p.stamp for p in _pending_after_delete(store, target)}

@@ -74,6 +74,11 @@ class SearchSettings(BaseModel):
     bm25_weight: float = Field(0.5, ge=0)
     dense_weight: float = Field(0.5, ge=0)
     candidates: int = Field(100, ge=1, le=10000)  # pool size per route before fusion
+    # While vectors are being computed, a chunk the dense route cannot score yet (no vector) gets
+    # its dense contribution filled in from BM25's view of it instead of the dense route's floor,
+    # so hybrid never ranks it below where it would stand if the dense route agreed with BM25.
+    # false: it counts at the floor, as a chunk the dense route ranked below its pool does.
+    fill_missing: bool = True
     # Where the dense route ranks: inside SQLite (sqlite-vec KNN with the visibility
     # constraint) or in memory (numpy over a cached matrix, the same visibility mask
     # applied before ranking; for long-running processes and large vaults).

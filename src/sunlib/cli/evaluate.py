@@ -44,6 +44,19 @@ def retrieval(
         str | None, typer.Option(help="second embedder of the fusion reranker (minilm, use)")
     ] = None,
     rescore_weight: Annotated[float | None, typer.Option(help="weight of the second cosine in fusion")] = None,
+    as_is: Annotated[
+        bool,
+        typer.Option(
+            "--as-is", help="embed nothing: search the cached index with the vectors it has (some may be missing)"
+        ),
+    ] = False,
+    fill_missing: Annotated[
+        bool | None,
+        typer.Option(
+            "--fill-missing/--no-fill-missing",
+            help="hybrid: fill in the dense part of chunks without a vector yet (default: on)",
+        ),
+    ] = None,
     report: Annotated[Path | None, typer.Option(help="write the full report (settings, per-query) here")] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object with the metrics")] = False,
@@ -53,7 +66,12 @@ def retrieval(
         load_settings(None, config),
         embedding={"provider": provider, "threads": threads},
         index={"chunker": chunker},
-        search={"fusion": fusion, "bm25_weight": bm25_weight, "dense_weight": dense_weight},
+        search={
+            "fusion": fusion,
+            "bm25_weight": bm25_weight,
+            "dense_weight": dense_weight,
+            "fill_missing": fill_missing,
+        },
         answer={"rescore_provider": rescore_provider, "rescore_weight": rescore_weight},
     )
     data = load_beir(dataset, split)
@@ -66,6 +84,7 @@ def retrieval(
             on_query=lambda n, t: bars("queries", n, t),
             limit_queries=limit_queries,
             rerank=rerank,
+            as_is=as_is,
         )
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -77,13 +96,19 @@ def retrieval(
             ),
             encoding="utf-8",
         )
-    if as_json:
-        print_json({k: result.metrics[k] for k in METRIC_KEYS})
-        return
     info = result.info
+    if as_json:
+        extra = {k: info[k] for k in ("vectors_pending", "filled_in_per_query")} if as_is else {}
+        print_json({**{k: result.metrics[k] for k in METRIC_KEYS}, **extra})
+        return
     out.print(f"{info['dataset']} [{info['split']}] mode={mode} queries={info['queries']} docs={info['documents']}")
     if info.get("embedding"):
         out.print(f"embedding {info['embedding']}" + (f"  fusion {info['fusion']}" if info.get("fusion") else ""))
+    if info.get("vectors_pending"):
+        out.print(
+            f"{info['vectors_pending']} of {info['chunks']} chunks have no vector yet"
+            + (f"; {info['filled_in_per_query']} hits per query filled in" if mode == "hybrid" else "")
+        )
     if info.get("rerank"):
         out.print(
             f"rerank {info['rerank']}" + (f" with {info['rescore_provider']}" if info.get("rescore_provider") else "")

@@ -8,6 +8,12 @@ by the corpus hash and the chunker; vectors are cached per model inside it, so
 repeated runs (other modes, other fusion settings) embed nothing.
 
 A document's rank is the rank of its best chunk.
+
+``as_is`` evaluates the cached index as it stands: the text is synced as always (nothing to
+do on an unchanged cache) but no vector is computed, so dense and hybrid use only the vectors
+already there. That is how hybrid is measured while vectors are missing (docs/evaluation.md,
+"Hybrid while vectors are missing"); the report then says how many chunks had no vector and
+how many fused hits per query were filled in for them.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from ..ingest.chunkers import make_chunker
 from ..ingest.ids import sha256_hex
 from ..library import Library, sunlib_home
 from ..providers import create_reranker
+from ..steps import Step
 from .beir import BeirDataset
 from .metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
 
@@ -73,9 +80,11 @@ def evaluate_retrieval(
     on_query: Callable[[int, int], None] | None = None,
     limit_queries: int | None = None,
     rerank: str | None = None,
+    as_is: bool = False,
 ) -> RetrievalReport:
     """Metrics for one mode; with ``rerank`` (lexical, fusion, cross-encoder) the fused hits are
-    reranked as ``sunlib ask`` does before documents are ranked ("hybrid+rerank")."""
+    reranked as ``sunlib ask`` does before documents are ranked ("hybrid+rerank"). With
+    ``as_is`` no vector is computed: the index is searched with the vectors it has."""
     if mode not in ("bm25", "dense", "hybrid"):
         raise UserError(f"unknown mode {mode!r}; choose one of: bm25, dense, hybrid")
     root = eval_cache_dir(dataset, settings)
@@ -85,20 +94,25 @@ def evaluate_retrieval(
         settings = settings.model_copy(update={"answer": settings.answer.model_copy(update={"reranker": rerank})})
     lib = Library(root / "vault", settings)
     try:
-        report = lib.index(embed=mode != "bm25" or bool(rerank), progress=progress)
+        report = lib.index(embed=(mode != "bm25" or bool(rerank)) and not as_is, progress=progress)
         reranker = create_reranker(settings.answer) if rerank else None
         if reranker is not None:
             reranker.bind(lib.store, settings)
         qids = sorted(dataset.qrels)[:limit_queries] if limit_queries else sorted(dataset.qrels)
         per_query: dict[str, dict[str, Any]] = {}
         latencies: list[float] = []
+        filled: list[int] = []  # per hybrid query: fused hits whose dense part was filled in
         empty = 0
         for n, qid in enumerate(qids, 1):
             text = dataset.queries[qid]
             ranked: list[str] = []
             if text.strip():  # an empty query (they exist in real sets) retrieves nothing and scores 0
                 t0 = time.perf_counter()
-                hits = list(lib.search(text, mode=mode, limit=CHUNK_POOL).hits)
+                result = lib.search(text, mode=mode, limit=CHUNK_POOL)
+                hits = list(result.hits)
+                filled.extend(
+                    int(st.details.get("filled_in", 0)) for st in result.trace.steps if st.name == Step.FUSION
+                )
                 if reranker is not None:
                     hits = [
                         r.hit
@@ -140,6 +154,10 @@ def evaluate_retrieval(
             "rescore_provider": settings.answer.rescore_provider if rerank == "fusion" else None,
             "weights": {"bm25": settings.search.bm25_weight, "dense": settings.search.dense_weight},
             "vectors_embedded": report.vectors_embedded,
+            "as_is": as_is,
+            "vectors_pending": lib.store.vectors.count_pending(lib.space)[0] if mode != "bm25" else None,
+            "fill_missing": settings.search.fill_missing if mode == "hybrid" else None,
+            "filled_in_per_query": round(sum(filled) / len(filled), 2) if filled else 0.0,
             "index_cache": str(root),
         }
         return RetrievalReport(metrics, per_query, info)

@@ -4,6 +4,17 @@ Its default configuration is today's two routes, BM25 ("bm25") and dense ("dense
 picks routes by name: "hybrid" runs them all, any other mode the route of that name. With
 two lists or more, "Hybrid Fusion" fuses them (every item keeps each route's rank, score and
 contribution); a single list is ranked as it is, equal scores ordered by chunk id.
+
+While vectors are still being computed, the dense route cannot score some of the chunks BM25
+finds. Before fusing, each route is asked which of the chunks it did not return it cannot score
+at all (``Route.unscored``; for the dense route, a lookup of those ids' vectors), and fusion
+fills those contributions in (see ``fusion``) instead of charging them the route's floor: until
+a chunk has its vector, hybrid ranks it as if the dense route agreed with BM25 about it. The
+question is only ever about chunks a route returned under the caller's visibility, so it
+reveals nothing about others. When every chunk has its vector nothing is filled in and fusion
+is exactly what it was; ``[search] fill_missing = false`` turns the fill-in off. The Fusion
+step says how many fused chunks were filled in (``filled_in``; in ``top``, a filled-in route
+is marked ``"filled": true``).
 """
 
 from __future__ import annotations
@@ -76,25 +87,46 @@ class Retriever:
         s = self.settings
         weights = {r.name: r.weight for r in routes}
         with tracer.step(Step.FUSION, " + ".join(f"{len(v)} {k}" for k, v in lists.items())) as step:
-            fused = fuse(lists, s.fusion, weights, s.rrf_k)
+            unscored = _unscored(routes, lists) if s.fill_missing else {}
+            fused = fuse(lists, s.fusion, weights, s.rrf_k, unscored)
+            filled = sum(1 for f in fused if f.filled)
             step.done(
-                f"{len(fused)} unique chunks",
+                f"{len(fused)} unique chunks" + (f", {filled} filled in for missing vectors" if filled else ""),
                 method=s.fusion,
                 k=s.rrf_k if s.fusion == "rrf" else None,
                 weights=weights,
+                filled_in=filled,
                 top=[
                     {
                         "chunk_id": f.key,
                         "score": round(f.score, 5),
-                        "routes": {
-                            r: {"rank": v.rank, "score": round(v.score, 4), "contribution": round(v.contribution, 5)}
-                            for r, v in f.routes.items()
-                        },
+                        "routes": {r: _route_detail(v, r in f.filled) for r, v in f.routes.items()},
                     }
                     for f in fused[: max(10, shown)]
                 ],
             )
         return [Candidate(f.key, f.score, dict(f.routes)) for f in fused]
+
+
+def _unscored(routes: Sequence[Route], lists: Mapping[str, list[tuple[str, float]]]) -> dict[str, set[str]]:
+    """Per route that produced a list: the chunks other routes returned that it cannot score."""
+    found = dict.fromkeys(key for items in lists.values() for key, _ in items)
+    out: dict[str, set[str]] = {}
+    for route in routes:
+        if route.name not in lists:
+            continue
+        returned = {key for key, _ in lists[route.name]}
+        missing = route.unscored([key for key in found if key not in returned])
+        if missing:
+            out[route.name] = missing
+    return out
+
+
+def _route_detail(v: RouteScore, filled: bool) -> dict[str, object]:
+    detail: dict[str, object] = {"rank": v.rank, "score": round(v.score, 4), "contribution": round(v.contribution, 5)}
+    if filled:
+        detail["filled"] = True
+    return detail
 
 
 def _single(lists: Mapping[str, list[tuple[str, float]]]) -> list[Candidate]:

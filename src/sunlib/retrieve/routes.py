@@ -1,13 +1,16 @@
 """Retrieval routes: each turns (query, visibility, pool) into ranked (chunk_id, score).
 
 A route is anything with a ``name`` (its key in fusion and in ``Hit.routes``), a fusion
-``weight`` and ``retrieve``. It records its own trace step and returns None when it cannot
-run at all (no embedder, no vectors yet), which is not the same as finding nothing.
+``weight``, ``retrieve`` and ``unscored``. ``retrieve`` records its own trace step and returns
+None when it cannot run at all (no embedder, no vectors yet), which is not the same as finding
+nothing. ``unscored`` names, among chunks another route found, those this route cannot score at
+all (the dense route: chunks still waiting for their vector), as opposed to chunks it ranked
+below its pool; fusion fills their contribution in rather than charging them the route's floor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -26,6 +29,10 @@ class Route(Protocol):
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
         """Up to ``pool`` visible chunks, best first; None when the route is unavailable."""
+        ...
+
+    def unscored(self, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` (visible chunks other routes returned) this route cannot score yet."""
         ...
 
 
@@ -52,6 +59,10 @@ class LexicalRoute:
                 top=[{"chunk_id": c, "score": round(s, 4)} for c, s in items[:10]],
             )
             return items
+
+    def unscored(self, chunk_ids: Sequence[str]) -> set[str]:
+        """None: a chunk's text is in the full-text index as soon as the chunk is stored."""
+        return set()
 
 
 class DenseRoute:
@@ -90,6 +101,13 @@ class DenseRoute:
                 top=[{"chunk_id": c, "cosine": round(s, 4)} for c, s in items[:10]],
             )
             return items
+
+    def unscored(self, chunk_ids: Sequence[str]) -> set[str]:
+        """The chunks without a vector in the space yet: a lookup of these ids only (never a
+        count over the index), so it costs the same however large the vault is."""
+        if self.space is None:
+            return set(chunk_ids)
+        return self.vectors.without_vectors(self.space, chunk_ids)
 
     def _missing_vectors(self, space: Space, visibility: Visibility, tracer: Tracer) -> int | None:
         """Visible chunks without a vector (warned about, never silent); None when there are no vectors at all."""

@@ -174,6 +174,9 @@ class NumpyVectors:
     def fully_embedded(self, space: Space) -> bool:
         return self.source.fully_embedded(space)
 
+    def without_vectors(self, space: Space, chunk_ids: Sequence[str]) -> set[str]:
+        return self.source.without_vectors(space, chunk_ids)
+
     def vectors_for(self, space: Space, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.source.vectors_for(space, chunk_ids)
 

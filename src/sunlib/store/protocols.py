@@ -8,8 +8,9 @@ service beside SQLite's text, say):
 * ``LexicalIndex``: BM25 over chunks, and the document frequencies of terms, under a
   ``Visibility``.
 * ``VectorIndex``: one set of vectors per embedding ``Space``: ``upsert``, ``delete``,
-  ``knn`` under a ``Visibility``, ``pending`` (chunks without a current vector) and
-  ``reconcile`` (drop vectors whose chunk is gone or has another stamp).
+  ``knn`` under a ``Visibility``, ``pending`` (chunks without a current vector),
+  ``without_vectors`` (which of some chunks have none yet) and ``reconcile`` (drop vectors
+  whose chunk is gone or has another stamp).
 
 Everything crosses the boundary keyed by ``chunk_id``; row ids and SQL stay in the
 backend. Records are frozen dataclasses. A ``Visibility`` (principals plus filters) is a
@@ -299,6 +300,11 @@ class VectorIndex(Protocol):
         ...
 
     def fully_embedded(self, space: Space) -> bool: ...
+    def without_vectors(self, space: Space, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of ``chunk_ids`` that have no vector in the space (an unknown id has none): a
+        lookup of these ids only, whatever the size of the index. Says nothing about other chunks."""
+        ...
+
     def vectors_for(self, space: Space, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
     def cached_vectors(self, space: Space, hashes: Iterable[str]) -> dict[str, np.ndarray]: ...
     def reconcile(self, space: Space) -> Reconciled:

@@ -194,6 +194,22 @@ class SqliteVectors:
             return False
         return bool(self.db.one(f"SELECT (SELECT count(*) FROM chunks) = (SELECT count(*) FROM {_rowids(space)})"))
 
+    def without_vectors(self, space: Space, chunk_ids: Sequence[str]) -> set[str]:
+        """Those of some chunks that have no vector in the space: one indexed join per batch of
+        ids, chunks by chunk id to the vec0 table's rowid shadow table (an unknown id has none)."""
+        wanted = set(chunk_ids)
+        if not wanted or not self.has_space(space):
+            return wanted
+        embedded: set[str] = set()
+        for batch in batches(sorted(wanted)):
+            marks = ",".join("?" * len(batch))
+            sql = (
+                f"SELECT c.chunk_id FROM chunks c JOIN {_rowids(space)} v ON v.rowid = c.id"
+                f" WHERE c.chunk_id IN ({marks})"
+            )
+            embedded.update(str(r[0]) for r in self.db.conn.execute(sql, batch))
+        return wanted - embedded
+
     def cached_vectors(self, space: Space, hashes: Iterable[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for batch in batches(list(dict.fromkeys(hashes))):
