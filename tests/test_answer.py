@@ -61,7 +61,7 @@ def test_unanswerable_is_refused_with_reason(e5_library: Library) -> None:
     result = e5_library.ask("Which port does sunlib's built-in web server listen on by default?")
     frame = result.frame
     assert frame.refused
-    assert frame.refusal_reason and "answerability" in frame.refusal_reason and " < " in frame.refusal_reason
+    assert frame.refusal_reason and "gate score" in frame.refusal_reason and " < " in frame.refusal_reason
     assert not frame.citations and not frame.evidence
     steps = {s.name: s for s in result.trace.steps}
     assert steps[Step.SELECT].details["passed"] is False

@@ -27,7 +27,11 @@ from sunlib.text import fts_tokens
 from sunlib.text.terms import fold
 
 PARAMS = load_params()
-HASH = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "COLUMNS": "400"}  # the CLI on the hash-indexed vault, lines unwrapped
+HASH = {
+    "SUNLIB_EMBEDDING__PROVIDER": "hash",
+    "SUNLIB_ANSWER__GATE": "learned",
+    "COLUMNS": "400",
+}  # the CLI on the hash-indexed vault, lines unwrapped
 pytestmark = pytest.mark.skipif(PARAMS is None, reason="no shipped scorer parameters")
 
 
@@ -185,6 +189,7 @@ def _gate(lib: Library) -> LearnedGate:
 
 
 def test_gate_priority_settings_then_calibration_then_shipped(hash_library: Library) -> None:
+    hash_library = hash_library.with_settings(answer={"gate": "learned"})  # the self-calibrated gate
     assert PARAMS is not None
     assert _gate(hash_library).threshold == PARAMS.threshold
     assert hash_library.calibration()["state"] == "uncalibrated"
@@ -219,6 +224,7 @@ def test_status_shows_the_calibration(hash_library: Library) -> None:
 
 
 def test_calibrate_command_stores_what_it_reports(hash_library: Library) -> None:
+    hash_library = hash_library.with_settings(answer={"gate": "learned"})
     vault = str(hash_library.vault)
     dry = sunlib("calibrate", "--vault", vault, "--probes", "30", "--dry-run", "--json", env=HASH)
     assert dry.returncode == 0, dry.stderr
@@ -244,15 +250,15 @@ def test_calibrate_command_stores_what_it_reports(hash_library: Library) -> None
 
 
 def test_index_self_calibrates_when_asked(hash_vault: Path) -> None:
-    env = {"SUNLIB_ANSWER__SELF_CALIBRATE": "true"}
+    env = {"SUNLIB_ANSWER__SELF_CALIBRATE": "true", "SUNLIB_ANSWER__GATE": "learned"}
     r = sunlib("index", str(hash_vault), "--provider", "hash", "--json", env=env)
     assert r.returncode == 0, r.stderr
     assert "threshold" in json.loads(r.stdout)["calibration"]  # no valid calibration yet: made one
     again = sunlib("index", str(hash_vault), "--provider", "hash", "--json", env=env)
     assert json.loads(again.stdout)["calibration"] is None  # nothing changed: kept
-    off = sunlib("index", str(hash_vault), "--provider", "hash", "--json")
+    off = sunlib("index", str(hash_vault), "--provider", "hash", "--json", env={"SUNLIB_ANSWER__GATE": "learned"})
     assert json.loads(off.stdout)["calibration"] is None
-    with Library.open(hash_vault, embedding={"provider": "hash"}) as lib:
+    with Library.open(hash_vault, embedding={"provider": "hash"}, answer={"gate": "learned"}) as lib:
         assert lib.calibration()["state"] == "calibrated"
 
 
@@ -269,7 +275,7 @@ def _one_line_error(r: object, *needles: str) -> None:
 
 
 def test_bad_input_is_one_line_and_non_zero(hash_vault: Path, tmp_path: Path) -> None:
-    env = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    env = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "SUNLIB_ANSWER__GATE": "learned"}
     _one_line_error(sunlib("calibrate", "--vault", str(hash_vault), "--probes", "5", env=env), "--probes", "5")
     _one_line_error(sunlib("calibrate", "--vault", str(hash_vault), "--probes", "99999", env=env), "--probes")
     _one_line_error(sunlib("calibrate", "--vault", str(tmp_path / "nowhere"), env=env), "vault folder not found")

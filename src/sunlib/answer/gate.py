@@ -3,7 +3,7 @@
 ``GateSignals`` is what selection measured on the kept evidence; a ``RefusalGate``
 turns it into a ``GateDecision`` (passed, score, threshold, the ``Refusal`` records).
 
-``LearnedGate`` (the default, ``[answer] gate = "learned"``) refuses below a threshold on
+``LearnedGate`` (``[answer] gate = "learned"``) refuses below a threshold on
 the answer scorer's calibrated probability that the evidence answers the question
 (``answer.scorer``), plus the two checks below. Its threshold: ``[answer]
 answerable_threshold`` when set, else the vault's own from ``sunlib calibrate``
