@@ -40,11 +40,13 @@ import numpy as np
 from sunlib.answer.router import language
 from sunlib.answer.scorer import (
     ANSWERABLE_FEATURES,
+    BASE_FEATURES,
     NO_COSINE,
     UNIT_FEATURES,
     Passage,
     UnitFeaturizer,
     answerable_features,
+    with_derived,
 )
 from sunlib.answer.select import Selection
 from sunlib.answer.stages import Question, Reranked, SelectIn, run_stages
@@ -244,22 +246,27 @@ def _predict(params: dict[str, Any], x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(z + params["intercept"])))
 
 
+def _rows(rec: dict[str, Any]) -> np.ndarray:
+    """A record's unit feature rows, ``UNIT_FEATURES`` columns (records hold the base features)."""
+    x = np.asarray([u["x"][: len(BASE_FEATURES)] for u in rec["units"]], dtype=float)
+    return with_derived(x.reshape(-1, len(BASE_FEATURES)))
+
+
 def _unit_matrix(records: list[dict[str, Any]], names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cols = [UNIT_FEATURES.index(n) for n in names]
     xs, ys, groups = [], [], []
     for g, rec in enumerate(records):
-        for u in rec["units"]:
-            xs.append([u["x"][c] for c in cols])
-            ys.append(u["label"])
-            groups.append(g)
-    return np.asarray(xs, dtype=float), np.asarray(ys, dtype=bool), np.asarray(groups)
+        xs.append(_rows(rec)[:, cols])
+        ys += [u["label"] for u in rec["units"]]
+        groups += [g] * len(rec["units"])
+    return np.vstack(xs) if xs else np.zeros((0, len(cols))), np.asarray(ys, dtype=bool), np.asarray(groups)
 
 
 def _answerable_rows(records: list[dict[str, Any]], unit_params: dict[str, Any], names: tuple[str, ...]) -> np.ndarray:
     cols = [UNIT_FEATURES.index(n) for n in unit_params["features"]]
     rows = []
     for rec in records:
-        x = np.asarray([u["x"] for u in rec["units"]], dtype=float).reshape(-1, len(UNIT_FEATURES))
+        x = _rows(rec)
         probs = _predict(unit_params, x[:, cols]) if len(x) else np.zeros(0)
         feats = answerable_features(probs, x, **rec["gate"])
         rows.append([feats[n] for n in names])
@@ -272,8 +279,7 @@ def _top1(records: list[dict[str, Any]], scores_of: Any) -> float:
     for rec in records:
         if not any(u["label"] for u in rec["units"]):
             continue
-        x = np.asarray([u["x"] for u in rec["units"]], dtype=float)
-        best = int(np.argmax(scores_of(x)))
+        best = int(np.argmax(scores_of(_rows(rec))))
         hits += rec["units"][best]["label"]
         total += 1
     return hits / total if total else float("nan")

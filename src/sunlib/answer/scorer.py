@@ -48,7 +48,7 @@ _ENUMERATION = re.compile(
     re.IGNORECASE,
 )
 
-UNIT_FEATURES = (
+BASE_FEATURES = (
     "cos_unit",
     "cos_unit_rel",
     "cos_heading",
@@ -74,6 +74,11 @@ UNIT_FEATURES = (
     "enumeration_x_list",
     "cross_language",
 )
+# Computed from the base features (so that records of earlier training runs can be refitted):
+# "echo", a unit that holds nearly all of the question's terms and little else (the question quoted
+# back, e.g. in a code line or a heading); "code_unasked", a code line when no command was asked for.
+DERIVED_FEATURES = ("echo", "code_unasked")
+UNIT_FEATURES = BASE_FEATURES + DERIVED_FEATURES
 ANSWERABLE_FEATURES = (
     "p_top",
     "p_second",
@@ -194,6 +199,14 @@ def load_params() -> Params | None:
     )
 
 
+def with_derived(rows: np.ndarray) -> np.ndarray:
+    """Base feature rows (``BASE_FEATURES`` columns) with the derived features appended."""
+    col = {name: j for j, name in enumerate(BASE_FEATURES)}
+    echo = (rows[:, col["share"]] >= 0.9) & (rows[:, col["novelty"]] <= 0.25)
+    code_unasked = (rows[:, col["kind_code"]] > 0) & (rows[:, col["type_stated"]] == 0)
+    return np.column_stack([rows, echo.astype(float), code_unasked.astype(float)])
+
+
 def dense_score(ranked: Ranked) -> float | None:
     """A ranked hit's cosine under the embedding model, when the dense route found it."""
     route = ranked.hit.routes.get("dense")
@@ -281,8 +294,8 @@ class UnitFeaturizer:
                 "enumeration_x_list": float(self.enumeration and u.kind in ("steps", "list", "item", "row")),
                 "cross_language": float(_lang(u.text) != self.lang),
             }
-            rows.append([row[f] for f in UNIT_FEATURES])
-        return np.asarray(rows, dtype=float)
+            rows.append([row[f] for f in BASE_FEATURES])
+        return with_derived(np.asarray(rows, dtype=float))
 
 
 def answerable_features(

@@ -6,9 +6,9 @@ answer scorer (``answer.scorer``): the probability that each states the answer. 
 one opens the answer. At most ``max_sentences - 1`` more follow, best first, each only if
 its probability is at least ``FOLLOW_SHARE`` of the best one's and it adds something: a
 unit already contained in a quoted one (an item of a quoted list, a sentence repeated by a
-heading unit) is skipped. Each unit is quoted as the reader sees it (Markdown rendered)
-and followed by ``[ref:chunk_id]``. Nothing is paraphrased, so nothing can be stated that
-the evidence does not say.
+heading unit) is skipped, and so is a unit that quotes the question itself. Each unit is
+quoted as the reader sees it (Markdown rendered) and followed by ``[ref:chunk_id]``. Nothing
+is paraphrased, so nothing can be stated that the evidence does not say.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class ExtractiveWriter(Writer):
     def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft:
         in_context = {ev.chunk_id for ev in request.context.evidence}
         units = [u for u in (request.units or self._score(request)) if u.chunk_id in in_context]
-        taken = pick(units, request.max_sentences)
+        taken = pick(units, request.max_sentences, request.question)
         parts = [f"{quote(u)} [ref:{u.chunk_id}]" for u in taken]
         text = _join(parts)
         if on_token is not None and text:
@@ -67,9 +67,12 @@ class ExtractiveWriter(Writer):
         return scored
 
 
-def pick(units: list[ScoredUnit], limit: int) -> list[ScoredUnit]:
-    """The best unit, then up to ``limit - 1`` more that are nearly as likely and add something."""
-    ranked = sorted(units, key=lambda u: -u.probability)
+def pick(units: list[ScoredUnit], limit: int, question: str = "") -> list[ScoredUnit]:
+    """The best unit, then up to ``limit - 1`` more that are nearly as likely and add something.
+
+    A unit that quotes the question itself (a code line running it, a heading asking it) is no answer."""
+    echo = _plain(question)
+    ranked = sorted((u for u in units if not (echo and echo in _plain(u.unit.text))), key=lambda u: -u.probability)
     if not ranked:
         return []
     floor = ranked[0].probability * FOLLOW_SHARE
@@ -85,6 +88,10 @@ def pick(units: list[ScoredUnit], limit: int) -> list[ScoredUnit]:
         taken.append(u)
         per_source[u.chunk_id] = per_source.get(u.chunk_id, 0) + 1
     return taken
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.casefold().strip().rstrip("?？.。!！").split())
 
 
 def quote(u: ScoredUnit) -> str:
