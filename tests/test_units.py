@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sunlib.answer.units import split_units
+from sunlib.library import Library
 from sunlib.text.terms import TermWeights, as_words, content_terms
 
 NOTE = """# Sync plans
@@ -85,3 +86,18 @@ def test_questions_without_content() -> None:
         assert not has_content(junk), junk
     for real in ("What does -q do?", "How do I delete a note from the index?", "什么是 BM25？", "k1?"):
         assert has_content(real), real
+
+
+def test_a_question_without_content_is_refused_with_its_own_code(hash_library: Library) -> None:
+    for junk in ("???", "' OR 1=1 --"):
+        result = hash_library.ask(junk, save=False)
+        assert result.frame.refused and [r.code for r in result.frame.refusals] == ["no_content_terms"], junk
+        assert result.frame.confidence == 0.0
+
+
+def test_a_chinese_refusal_names_words_not_characters(hash_library: Library) -> None:
+    lib = hash_library.with_settings(answer={"gate_threshold": 1.0, "gate_threshold_bm25": 1.0})
+    result = lib.ask("怎么恢复被删除的附件？", save=False)
+    assert result.frame.refused
+    missing = next(r for r in result.frame.refusals if r.code == "low_gate").params["missing_terms"]
+    assert missing and all(len(word) >= 2 for word in missing if any("\u4e00" <= ch <= "\u9fff" for ch in word))
