@@ -367,7 +367,7 @@ def nested_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_a_round_nests_in_the_run_chain(nested_server: str, page: Any) -> None:
-    top = [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.WRITE, Step.VERIFY, Step.SUMMARY]
+    top = [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.JUDGE, Step.WRITE, Step.VERIFY, Step.SUMMARY]
     inside = [*RETRIEVAL_STEPS, Step.RERANK, Step.SELECT]
 
     def chain() -> tuple[list[str | None], list[str | None]]:
