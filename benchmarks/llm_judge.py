@@ -1,6 +1,7 @@
 """Measure the answerability judge with a real small model: `sunlib eval rag` with and without it.
 
 usage: python benchmarks/llm_judge.py QA.jsonl --vault VAULT [--out DIR] [--home DIR] [--no-baseline]
+                                     [--judge-context-tokens N]
 
 Everything the model needs is installed OUTSIDE the project's dependencies, under ``--home``
 (default ``$SUNLIB_LLM_BENCH`` or ``~/.cache/sunlib-llm-bench``), and reused on later runs:
@@ -16,7 +17,9 @@ Everything the model needs is installed OUTSIDE the project's dependencies, unde
 
 Then ``python -m llama_cpp.server`` serves the model on a free loopback port with one thread, and
 ``sunlib eval rag`` runs over the QA set with the offline extractive writer: first with the judge
-off (the baseline), then with ``judge = "llm"`` pointed at the local server. Both JSON outputs go
+off (the baseline), then with ``judge = "llm"`` pointed at the local server, reading the best
+sources up to ``--judge-context-tokens`` estimated tokens (600 by default: on one busy core the
+model reads 10-40 prompt tokens a second, and the whole context is ~2,400 real tokens). Both JSON outputs go
 to ``--out`` (only aggregate metrics: no per-question report is written), and a table of both is
 printed. The evaluated sunlib is this checkout's ``src`` (put first on PYTHONPATH).
 """
@@ -214,7 +217,7 @@ def serve(python: Path, gguf: Path, port: int, log_path: Path) -> subprocess.Pop
     raise SystemExit(f"the llama.cpp server did not come up in 10 minutes; see {log_path}")
 
 
-def evaluate(qa: Path, vault: Path, judge: str, port: int | None, out: Path) -> dict[str, Any]:
+def evaluate(qa: Path, vault: Path, judge: str, port: int | None, out: Path, budget: int = 0) -> dict[str, Any]:
     env = {**os.environ, "SUNLIB_ANSWER__JUDGE": judge, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p)
     if port is not None:
@@ -225,6 +228,8 @@ def evaluate(qa: Path, vault: Path, judge: str, port: int | None, out: Path) -> 
             "SUNLIB_LLM__TIMEOUT_S": "900",  # a long context on one busy core
             "SUNLIB_LLM__MAX_RETRIES": "0",
         }
+        if budget:
+            env["SUNLIB_ANSWER__JUDGE_CONTEXT_TOKENS"] = str(budget)
     command = [sys.executable, "-m", "sunlib", "eval", "rag", str(qa), "--vault", str(vault)]
     command += ["--writer", "extractive", "--json"]
     log(f"judge={judge}: {' '.join(command)}")
@@ -246,6 +251,9 @@ def main() -> None:
     default_home = Path(os.environ.get("SUNLIB_LLM_BENCH") or Path.home() / ".cache" / "sunlib-llm-bench")
     parser.add_argument("--home", type=Path, default=default_home, help="the bench venv and the model")
     parser.add_argument("--no-baseline", action="store_true", help="skip the run with the judge off")
+    parser.add_argument(
+        "--judge-context-tokens", type=int, default=600, help="the judge's evidence budget (0: the whole context)"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -258,7 +266,8 @@ def main() -> None:
     port = free_port()
     server = serve(python, gguf, port, args.out / "llama_server.log")
     try:
-        runs["judge llm"] = evaluate(args.qa, args.vault, "llm", port, args.out / "judge_llm.json")
+        out = args.out / "judge_llm.json"
+        runs["judge llm"] = evaluate(args.qa, args.vault, "llm", port, out, args.judge_context_tokens)
     finally:
         server.terminate()
         try:

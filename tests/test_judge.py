@@ -21,6 +21,7 @@ from sunlib import Library
 from sunlib.answer.judge import JUDGE_MAX_TOKENS, JUDGE_PROMPT, parse_verdict
 from sunlib.contracts import AskResult, StepTrace
 from sunlib.errors import ConfigError
+from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.server.app import create_app
 from sunlib.steps import ASK_STEPS, Step, describe
 
@@ -208,6 +209,28 @@ def test_a_chinese_question_gets_the_chinese_prompt(chat_server: ChatServer, ope
     assert result.frame.answer.startswith("无法根据你的笔记回答这个问题：")
 
 
+def test_the_judge_reads_the_best_sources_within_its_budget(
+    chat_server: ChatServer, open_lib: Callable[..., Library]
+) -> None:
+    chat_server.writer.reply = grounded
+    result = open_lib(judge_context_tokens=50).ask(QUESTION)  # room for one source: the best
+
+    (judge_body,) = chat_server.bodies("judge")
+    (writer_body,) = chat_server.bodies("writer")
+    judged, written = sources(user_message(judge_body)), sources(user_message(writer_body))
+    assert len(judged) == 1 < len(written)
+    context = step(result, Step.CONTEXT).details["sources"]
+    best = max(context, key=lambda s: s["score"])
+    assert list(judged) == [best["chunk_id"]] and judged[best["chunk_id"]] == written[best["chunk_id"]]
+    assert step(result, Step.JUDGE).details["sources"] == [best["source"]]
+    assert f"[Source {best['source']}] chunk_id={best['chunk_id']}" in user_message(judge_body)  # its number kept
+    # without a budget it reads the writer's whole context
+    chat_server.requests.clear()
+    open_lib().ask(QUESTION)
+    (judge_body,) = chat_server.bodies("judge")
+    assert sources(user_message(judge_body)) == sources(user_message(chat_server.bodies("writer")[0]))
+
+
 def test_a_gate_refusal_never_reaches_the_judge(chat_server: ChatServer, open_lib: Callable[..., Library]) -> None:
     result = open_lib(gate_threshold=1.0, gate_threshold_bm25=1.0).ask(QUESTION)
 
@@ -237,6 +260,34 @@ def test_the_stream_and_the_step_registry_show_the_judge(
     assert finish[0] == "finish" and finish[1]["refused"] is True
     assert [r["code"] for r in finish[1]["refusals"]] == ["llm_unanswerable"]
     assert "token" not in [e for e, _ in events]
+
+
+def test_eval_rag_counts_what_the_judge_did(
+    chat_server: ChatServer, open_lib: Callable[..., Library], tmp_path: Path
+) -> None:
+    qa = tmp_path / "qa.jsonl"
+    cases = [
+        {"id": "q1", "lang": "en", "type": "fact", "question": QUESTION, "gold_files": ["events/quokka.md"],
+         "gold_phrases": ["every spring"]},
+        {"id": "q2", "lang": "zh", "type": "fact", "question": ZH_QUESTION, "gold_files": ["events/袋鼠节.md"],
+         "gold_phrases": ["三月"]},
+        {"id": "q3", "lang": "en", "type": "unanswerable", "question": "Who won the otter regatta in 1987?",
+         "gold_files": [], "gold_phrases": []},
+    ]  # fmt: skip
+    qa.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases), encoding="utf-8")
+    lib = open_lib(writer="extractive", judge="llm", check_names=False, check_answer_type=False)  # all reach it
+    chat_server.judge.reply = lambda body: (
+        NO if "otter" in user_message(body) or "袋鼠" in user_message(body) else "yes"
+    )
+    judged = evaluate_rag(lib, load_qa(qa)).metrics
+    chat_server.judge.reply = "no idea"
+    unsure = evaluate_rag(lib, load_qa(qa)).metrics
+
+    assert (judged["judge_refused"], judged["judge_no_verdict"]) == (2, 0)
+    assert judged["refusal_rate"] == 1.0 and judged["false_refusal_rate"] == 0.5
+    assert (unsure["judge_refused"], unsure["judge_no_verdict"]) == (0, 3)
+    assert unsure["refusal_rate"] == 0.0 and unsure["false_refusal_rate"] == 0.0
+    assert len(chat_server.bodies("judge")) == 6
 
 
 def test_the_settings_are_checked(vault: Path) -> None:
@@ -271,6 +322,8 @@ def test_the_prompts_are_what_the_test_server_recognises() -> None:
         ),
         ('{"answerable": true', (True, "")),
         ("Yes", (True, "")),
+        ('"No"', (False, "")),
+        ("No\nThe notes only name the festival.", (False, "The notes only name the festival.")),
         ("no.", (False, "")),
         ("No, the notes do not mention it.", (False, "the notes do not mention it.")),
         ("否。资料没有提到。", (False, "资料没有提到。")),
@@ -288,6 +341,9 @@ def test_replies_that_hold_a_verdict(reply: str, verdict: tuple[bool, str]) -> N
         "",
         "   ",
         "Not sure.",
+        "No idea.",
+        "yes it is, maybe",
+        "能否回答不清楚",
         "Nothing in the notes.",
         "Yesterday it opened.",
         '{"reason": "no flag"}',

@@ -111,6 +111,10 @@ class AnswerSettings(BaseModel):
     # judge_provider makes from [llm]; off: never asked.
     judge: Literal["auto", "llm", "off"] = "auto"
     judge_provider: str = "openai"  # openai | llama-cpp: the judge's chat model when the writer is no LLM
+    # The judge reads the context's best sources up to this many estimated tokens (at least the best
+    # one, whole); None: all of the writer's context. A small local model on one core reads ~10-40
+    # tokens a second, so a budget bounds its latency.
+    judge_context_tokens: int | None = Field(None, ge=50)
     reranker: str = "lexical"  # none | lexical | cross-encoder | fusion
     reranker_model_dir: Path | None = None  # a cross-encoder's model.onnx + tokenizer.json
     # The fusion reranker: a second bundled embedder whose vectors `sunlib index` stores too;

@@ -7,7 +7,10 @@ types); it cannot tell that a passage on the right topic lacks the one fact aske
 The judge can: the chat model gets the question and the same fenced evidence the writer
 would get (``writers.llm.evidence_prompt``), in the question's language, and must reply
 with one JSON object ``{"answerable": true|false, "reason": "..."}`` (a bare yes or no is
-accepted too), at temperature 0 with a small token budget. A "no" refuses the ask with
+accepted too), at temperature 0 with a small token budget. With ``[answer] judge_context_tokens``
+it reads only the best sources (by score) that fit that many estimated tokens, in the
+context's order and with their source numbers (``judge_context``): a small local model
+reads a long prompt slowly. A "no" refuses the ask with
 the code ``llm_unanswerable`` and the judge's reason; a failed call or a reply that is no
 verdict leaves the run going on (a warning in the step and the trace), never a crash.
 Like the LLM router, it does not ask for JSON mode (some OpenAI-compatible servers reject
@@ -32,7 +35,9 @@ from ..errors import ProviderError, UnsupportedCapability
 from ..providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
 from ..providers.writers.llm import FENCE_RULE, evidence_prompt
 from ..steps import Step
+from ..text import estimate_tokens
 from ..trace import Tracer
+from .context import render_source
 from .refusals import refusal
 from .stages import Question, Stage
 
@@ -64,10 +69,10 @@ _YES = {"yes", "true", "answerable", "是", "能", "可以", "可回答"}
 _NO = {"no", "false", "unanswerable", "not answerable", "否", "不能", "不可以", "无法回答", "不可回答"}
 _JSON_FLAG = re.compile(r'"answerable"\s*:\s*(true|false|"[^"]*")', re.IGNORECASE)
 _JSON_REASON = re.compile(r'"reason"\s*:\s*"((?:[^"\\]|\\.)*)', re.DOTALL)
-_BARE_EN = re.compile(r"^(yes|no|true|false)\b[\s\"'.,:;!)\-]*(.*)$", re.IGNORECASE | re.DOTALL)
-_BARE_ZH = re.compile(
-    r"^(不可回答|无法回答|可回答|不可以|不能|可以|能|否|是)(?:$|[\s，。,.:：;；!！、]+)(.*)$", re.DOTALL
-)
+# a bare verdict ends the reply or is followed by punctuation or a line break: "No idea" is no "no"
+_AFTER = r"(?:\s*$|\s*[.,:;!\-\u2014，。：；！、]\s*|[ \t]*\n\s*)(.*)$"  # the end, punctuation or a line break
+_BARE_EN = re.compile(r"^[\"']?(yes|no|true|false)[\"']?" + _AFTER, re.IGNORECASE | re.DOTALL)
+_BARE_ZH = re.compile(r"^(不可回答|无法回答|可回答|不可以|不能|可以|能|否|是)" + _AFTER, re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
@@ -94,7 +99,8 @@ def parse_verdict(text: str) -> tuple[bool, str]:
     Accepted, in this order: a JSON object with a boolean (or yes/no) ``answerable``, anywhere
     in the reply (code fences and a <think> block are ignored); a JSON object cut short by the
     token limit, when its ``answerable`` came before the cut; a bare yes/no (是/否, 能/不能)
-    opening the reply, whatever follows it as the reason."""
+    opening the reply and ending it, or followed by punctuation or a line break (what follows is the
+    reason: "No. The notes ..." is a verdict, "No idea" is none)."""
     cleaned = _FENCE.sub("", _THINK.sub("", text).strip()).strip()
     decoder = json.JSONDecoder()
     for start in (m.start() for m in re.finditer(r"\{", cleaned)):
@@ -124,6 +130,24 @@ def parse_verdict(text: str) -> tuple[bool, str]:
     raise ValueError("the reply holds neither a JSON verdict nor a yes or no")
 
 
+def judge_context(context: BuiltContext, max_tokens: int | None) -> BuiltContext:
+    """The part of ``context`` the judge reads: its best sources by score while they fit ``max_tokens``
+    (estimated as the context builder does), at least the best one; in reading order, same fence."""
+    if max_tokens is None or context.token_estimate <= max_tokens:
+        return context
+    keep: set[str] = set()
+    used = 0
+    for ev in sorted(context.evidence, key=lambda e: -e.score):
+        cost = estimate_tokens(ev.text) + 20  # the header line, as build_context counts it
+        if keep and used + cost > max_tokens:
+            continue
+        keep.add(ev.chunk_id)
+        used += cost
+    evidence = tuple(ev for ev in context.evidence if ev.chunk_id in keep)
+    text = "\n\n".join(render_source(ev, context.fence) for ev in evidence)
+    return BuiltContext(evidence, text, used, context.fence)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What the judge said about one question; ``answerable`` is None when there is no verdict
@@ -138,14 +162,16 @@ class Verdict:
     tokens_in: int = 0
     tokens_out: int = 0
     failure: str | None = None
+    sources: tuple[int, ...] = ()  # the source numbers the judge read
 
 
 class AnswerabilityJudge:
     """Asks one chat model, once per question, whether the evidence answers it."""
 
-    def __init__(self, chat: ChatModel, max_tokens: int = JUDGE_MAX_TOKENS) -> None:
+    def __init__(self, chat: ChatModel, context_tokens: int | None = None, max_tokens: int = JUDGE_MAX_TOKENS) -> None:
         self.chat = chat
         self.model = chat.model
+        self.context_tokens = context_tokens
         self.max_tokens = max_tokens
 
     def messages(self, question: str, lang: str, context: BuiltContext) -> tuple[ChatMessage, ...]:
@@ -154,7 +180,9 @@ class AnswerabilityJudge:
         return (ChatMessage.system(system), ChatMessage.user(evidence_prompt(question, context, lang)))
 
     def judge(self, question: str, lang: str, context: BuiltContext) -> Verdict:
+        context = judge_context(context, self.context_tokens)
         request = ChatRequest(self.messages(question, lang, context), temperature=0.0, max_tokens=self.max_tokens)
+        read = tuple(ev.source for ev in context.evidence)
         started = time.perf_counter()
 
         def ms() -> float:
@@ -163,13 +191,15 @@ class AnswerabilityJudge:
         try:
             reply = self.chat.chat(request)
         except (ProviderError, UnsupportedCapability) as exc:
-            return Verdict(None, "", "", self.model, ms(), lang, failure=f"the judge's call failed: {exc}")
+            failure = f"the judge's call failed: {exc}"
+            return Verdict(None, "", "", self.model, ms(), lang, failure=failure, sources=read)
         tokens = (reply.prompt_tokens, reply.completion_tokens)
         try:
             answerable, reason = parse_verdict(reply.text)
         except ValueError as exc:
-            return Verdict(None, "", reply.text, reply.model, ms(), lang, *tokens, f"no verdict in the reply: {exc}")
-        return Verdict(answerable, reason, reply.text, reply.model, ms(), lang, *tokens)
+            failure = f"no verdict in the reply: {exc}"
+            return Verdict(None, "", reply.text, reply.model, ms(), lang, *tokens, failure, read)
+        return Verdict(answerable, reason, reply.text, reply.model, ms(), lang, *tokens, sources=read)
 
 
 def create_judge(settings: Settings, writer: Writer) -> tuple[AnswerabilityJudge | None, str]:
@@ -177,11 +207,12 @@ def create_judge(settings: Settings, writer: Writer) -> tuple[AnswerabilityJudge
     mode = settings.answer.judge
     if mode == "off":
         return None, "judge off"
+    budget = settings.answer.judge_context_tokens
     if writer.chat_model is not None:
-        return AnswerabilityJudge(writer.chat_model), ""
+        return AnswerabilityJudge(writer.chat_model, budget), ""
     if mode == "auto":
         return None, "judge auto: the writer is no LLM"
-    return AnswerabilityJudge(create_chat_model(settings.answer.judge_provider, settings.llm)), ""
+    return AnswerabilityJudge(create_chat_model(settings.answer.judge_provider, settings.llm), budget), ""
 
 
 # -- the stage --------------------------------------------------------------------------------
@@ -235,6 +266,7 @@ class JudgeStage(Stage[JudgeIn, Judged]):
                 "tokens_in": v.tokens_in,
                 "tokens_out": v.tokens_out,
                 "lang": v.lang,
+                "sources": list(v.sources),
             }
             if v.answerable is None:
                 message = f"answerability judge: {v.failure}; the run goes on without its verdict"
