@@ -18,7 +18,7 @@ Everything the model needs is installed OUTSIDE the project's dependencies, unde
 Then ``python -m llama_cpp.server`` serves the model on a free loopback port with one thread, and
 ``sunlib eval rag`` runs over the QA set with the offline extractive writer: first with the judge
 off (the baseline), then with ``judge = "llm"`` pointed at the local server, reading the best
-sources up to ``--judge-context-tokens`` estimated tokens (600 by default: on one busy core the
+sources up to ``--judge-context-tokens`` estimated tokens (300 by default: on one busy core the
 model reads 10-40 prompt tokens a second, and the whole context is ~2,400 real tokens). Both JSON outputs go
 to ``--out`` (only aggregate metrics: no per-question report is written), and a table of both is
 printed. The evaluated sunlib is this checkout's ``src`` (put first on PYTHONPATH).
@@ -252,7 +252,7 @@ def main() -> None:
     parser.add_argument("--home", type=Path, default=default_home, help="the bench venv and the model")
     parser.add_argument("--no-baseline", action="store_true", help="skip the run with the judge off")
     parser.add_argument(
-        "--judge-context-tokens", type=int, default=600, help="the judge's evidence budget (0: the whole context)"
+        "--judge-context-tokens", type=int, default=300, help="the judge's evidence budget (0: the whole context)"
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

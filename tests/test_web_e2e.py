@@ -1,7 +1,7 @@
 """The web UI end to end: a real server on loopback, driven by Debian's chromium through playwright.
 
 Ask (streamed over SSE) gives a cited answer whose citation chips open the note with the cited
-span marked and scrolled into view; the run chain shows the ten steps; an unanswerable question
+span marked and scrolled into view; the run chain shows the eleven steps; an unanswerable question
 shows the refusal state with its reason; search results open the note at their span; note text
 with HTML and JavaScript in it is shown as text and never runs. Screenshots go to docs/screenshots/.
 
