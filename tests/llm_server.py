@@ -4,8 +4,9 @@
 ``"stream": true``, as server-sent events sent with chunked transfer encoding (as
 OpenAI does): one ``data:`` line per delta, a final chunk with ``finish_reason``
 (and ``usage`` when set), then ``data: [DONE]``. Every request is recorded before it
-is answered. Router calls (system prompt "Classify the user's message ...") and
-writer calls hit the same endpoint; each kind has its own script. ``POST
+is answered. Router calls (system prompt "Classify the user's message ..."), answerability
+judge calls (system prompt "Answerability check." or "可回答性检查。") and writer calls hit the
+same endpoint; each kind has its own script. ``POST
 /v1/embeddings`` answers too (kind "embeddings", deterministic 8-d vectors), so the retry
 policy of every HTTP provider is tested against one server: ``script.fail(n, 503)``
 fails the next n requests of a kind, and ``attempts(kind)`` counts what arrived.
@@ -25,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 ROUTER_MARK = "Classify the user's message"
+JUDGE_MARKS = ("Answerability check.", "可回答性检查。")
 HEADER = re.compile(r"^\[Source (\d+)\] chunk_id=(\S+) note=(\S+)")
 
 Reply = str | Callable[[dict[str, Any]], str]
@@ -32,7 +34,7 @@ Reply = str | Callable[[dict[str, Any]], str]
 
 @dataclass
 class Script:
-    """How the server answers one kind of request (writer or router)."""
+    """How the server answers one kind of request (writer, router or judge)."""
 
     reply: Reply = "OK."
     echo: bool = False  # reply with the user message it received
@@ -95,6 +97,7 @@ class ChatServer:
         self.requests: list[dict[str, Any]] = []
         self.writer = Script()
         self.router = Script(reply='{"route": "rag", "reason": "needs the notes", "confidence": 0.8}')
+        self.judge = Script(reply='{"answerable": true, "reason": "the evidence states it"}')
         self.embeddings = Script()
         self.url = ""
         self.stopping = threading.Event()
@@ -124,6 +127,8 @@ class ChatServer:
             kind, script = "embeddings", self.embeddings
         elif any(m["role"] == "system" and m["content"].startswith(ROUTER_MARK) for m in body["messages"]):
             kind, script = "router", self.router
+        elif any(m["role"] == "system" and m["content"].startswith(JUDGE_MARKS) for m in body["messages"]):
+            kind, script = "judge", self.judge
         else:
             kind, script = "writer", self.writer
         with self.lock:

@@ -270,13 +270,16 @@ def test_stream_answered_event_sequence(e5_api: Api) -> None:
     assert shape(events) == [
         *(f"step:{n}" for n in (*RETRIEVAL, Step.CONTEXT)),
         "context_built",
+        f"step:{Step.JUDGE}",
         "token",
         *(f"step:{n}" for n in (Step.WRITE, Step.VERIFY, Step.SUMMARY)),
         "citations",
         "finish",
     ]
     steps = [d for e, d in events if e == "step"]
-    assert all(s["status"] in ("ok", "warning") for s in steps)
+    judge = next(s for s in steps if s["name"] == Step.JUDGE)  # the offline writer: no judge by default
+    assert (judge["status"], judge["output_summary"]) == ("skipped", "judge auto: the writer is no LLM")
+    assert all(s["status"] in ("ok", "warning") for s in steps if s is not judge)
     assert all(set(s) >= {"name", "status", "latency_ms", "input_summary", "output_summary", "details"} for s in steps)
     context = next(d for e, d in events if e == "context_built")
     builder = next(s for s in steps if s["name"] == Step.CONTEXT)
@@ -319,16 +322,18 @@ def test_stream_writer_failure_finishes_refused(open_hash: Callable[..., Library
     api = Api(create_app(lib))
     question = "How do I rebuild the index?"
     events = sse(api.post("/api/ask/stream", json={"question": question}).text)
-    # the LLM router fails too and falls back to the rules (a warning), then the writer fails
+    # the LLM router fails too and falls back to the rules (a warning), so does the judge (no verdict,
+    # a warning), then the writer fails
     assert shape(events) == [
         *(f"step:{n}" for n in (*RETRIEVAL, Step.CONTEXT)),
         "context_built",
-        *(f"step:{n}" for n in (Step.WRITE, Step.VERIFY, Step.SUMMARY)),
+        *(f"step:{n}" for n in (Step.JUDGE, Step.WRITE, Step.VERIFY, Step.SUMMARY)),
         "citations",
         "finish",
     ]
     status = {d["name"]: (d["status"], d["output_summary"]) for e, d in events if e == "step"}
     assert status[Step.ROUTE][0] == "warning"
+    assert status[Step.JUDGE][0] == "warning" and status[Step.JUDGE][1].startswith("no verdict (the judge's call")
     assert status[Step.WRITE][0] == "error" and status[Step.WRITE][1].startswith("failed: ")
     assert status[Step.VERIFY] == ("skipped", "the writer failed")
     finish = events[-1][1]

@@ -38,7 +38,15 @@ METRICS = {
     "unsupported_claim_rate",
     "keyword_coverage",
 }
-EXTRA = {"citation_precision", "answer_span_hit", "latency_ms_p50", "latency_ms_p95", "questions"}
+EXTRA = {
+    "citation_precision",
+    "answer_span_hit",
+    "latency_ms_p50",
+    "latency_ms_p95",
+    "questions",
+    "judge_refused",
+    "judge_no_verdict",
+}
 FRAME_KEYS = {"question", "answer", "evidence", "citations", "refused", "refusal_reason", "confidence", "route"}
 HASH = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "COLUMNS": "200"}  # COLUMNS: rich must not wrap ids
 

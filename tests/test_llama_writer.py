@@ -30,7 +30,14 @@ def test_local_model_generates_and_the_verifier_decides(vault: Path) -> None:
     lib = Library.open(
         vault,
         embedding={"provider": "hash"},
-        answer={"writer": "llama-cpp", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0},
+        # the judge off: a 135M model's verdict would decide whether the writer runs at all
+        answer={
+            "writer": "llama-cpp",
+            "judge": "off",
+            "gate_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+        },
         llm={"gguf_path": str(gguf), "n_threads": 1, "max_tokens": 48, "n_ctx": 4096},
     )
     lib.index()
@@ -47,4 +54,28 @@ def test_local_model_generates_and_the_verifier_decides(vault: Path) -> None:
         assert result.frame.refused and "0 verified spans" in (result.frame.refusal_reason or "")
     else:
         assert result.frame.citations
+    lib.close()
+
+
+def test_local_model_judges_answerability(vault: Path) -> None:
+    gguf = _gguf()
+    lib = Library.open(
+        vault,
+        embedding={"provider": "hash"},
+        answer={"writer": "llama-cpp", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0},  # judge auto: on
+        llm={"gguf_path": str(gguf), "n_threads": 1, "max_tokens": 48, "n_ctx": 4096},
+    )
+    lib.index()
+    result = lib.ask("What does sunlib store in one SQLite file?")
+    judge = next(s for s in result.trace.steps if s.name == Step.JUDGE)
+    # the same loaded model judges: a verdict, or (a 135M model may write anything) a warning, never a crash
+    assert judge.status in ("ok", "warning") and judge.details["model"] == gguf.name
+    assert judge.details["latency_ms"] > 0
+    assert (judge.details["answerable"] is None) == (judge.details["failure"] is not None)  # a verdict, or why none
+    writer = next(s for s in result.trace.steps if s.name == Step.WRITE)
+    if judge.details["answerable"] is False:
+        assert result.frame.refused and result.frame.refusals[0].code == "llm_unanswerable"
+        assert writer.status == "skipped"
+    else:
+        assert writer.status == "ok"
     lib.close()

@@ -299,7 +299,7 @@ def test_server_error_forever_is_a_clean_refusal(
     assert_clean_writer_failure(result, "after 2 attempts", "HTTP 500", "scripted failure 500 (request 2)")
     names = [s.name for s in result.trace.steps]
     assert seen == names  # listeners (SSE, the UI's run chain) see the steps in the trace's order
-    assert names[-4:] == [Step.CONTEXT, Step.WRITE, Step.VERIFY, Step.SUMMARY]
+    assert names[-5:] == [Step.CONTEXT, Step.JUDGE, Step.WRITE, Step.VERIFY, Step.SUMMARY]
     saved = lib.store.get_run(result.trace.run_id, ["public"])
     assert saved is not None
     assert [(s["name"], s["status"]) for s in saved.trace["steps"]][-3:] == [
@@ -661,7 +661,7 @@ def test_key_is_sent_but_never_shown(
     server.writer.statuses = deque([401])
     failed = lib.ask(QUESTION)
 
-    assert [r["kind"] for r in server.requests] == ["router", "writer", "router", "writer"]
+    assert [r["kind"] for r in server.requests] == ["router", "judge", "writer"] * 2  # the judge is on (auto)
     assert all(r["headers"]["authorization"] == f"Bearer {SECRET}" for r in server.requests)
     assert ok.frame.refused is False and failed.frame.refused is True
     for result in (ok, failed):

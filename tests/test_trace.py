@@ -107,7 +107,7 @@ def test_a_round_nests_on_every_surface(hash_library: Library) -> None:
     inside = [s for s in steps if s.parent_id == round_.span_id]
     assert [s.name for s in inside] == list(IN_ROUND) and all(s.iteration == 1 for s in inside)
     top = [s.name for s in steps if s.parent_id is None]
-    assert top == [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.WRITE, Step.VERIFY, Step.SUMMARY]
+    assert top == [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.JUDGE, Step.WRITE, Step.VERIFY, Step.SUMMARY]
     assert not finish["refused"], finish
 
     # the saved run: the round first, then what it holds

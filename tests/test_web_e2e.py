@@ -1,7 +1,7 @@
 """The web UI end to end: a real server on loopback, driven by Debian's chromium through playwright.
 
 Ask (streamed over SSE) gives a cited answer whose citation chips open the note with the cited
-span marked and scrolled into view; the run chain shows the ten steps; an unanswerable question
+span marked and scrolled into view; the run chain shows the eleven steps; an unanswerable question
 shows the refusal state with its reason; search results open the note at their span; note text
 with HTML and JavaScript in it is shown as text and never runs. Screenshots go to docs/screenshots/.
 
@@ -367,7 +367,7 @@ def nested_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_a_round_nests_in_the_run_chain(nested_server: str, page: Any) -> None:
-    top = [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.WRITE, Step.VERIFY, Step.SUMMARY]
+    top = [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.JUDGE, Step.WRITE, Step.VERIFY, Step.SUMMARY]
     inside = [*RETRIEVAL_STEPS, Step.RERANK, Step.SELECT]
 
     def chain() -> tuple[list[str | None], list[str | None]]:

@@ -110,6 +110,16 @@ class AnswerSettings(BaseModel):
     # a gate with a sentence weight reads the best of those cosines. "none": terms only.
     sentence_model: str = "use"
     router: Literal["auto", "rules", "llm"] = "auto"  # auto: the LLM router when the writer is an LLM
+    # The answerability judge: after the gate passes, an LLM is asked whether the evidence answers the
+    # question, and a "no" refuses (code llm_unanswerable). auto: on when the writer is an LLM (it asks
+    # the writer's model); llm: on even with the extractive writer, through the chat model
+    # judge_provider makes from [llm]; off: never asked.
+    judge: Literal["auto", "llm", "off"] = "auto"
+    judge_provider: str = "openai"  # openai | llama-cpp: the judge's chat model when the writer is no LLM
+    # The judge reads the context's best sources up to this many estimated tokens (at least the best
+    # one, whole); None: all of the writer's context. A small local model on one core reads ~10-40
+    # tokens a second, so a budget bounds its latency.
+    judge_context_tokens: int | None = Field(None, ge=50)
     reranker: str = "lexical"  # none | lexical | cross-encoder | fusion
     reranker_model_dir: Path | None = None  # a cross-encoder's model.onnx + tokenizer.json
     # The fusion reranker: a second bundled embedder whose vectors `sunlib index` stores too;

@@ -5,7 +5,8 @@ Every step a run records is named by a ``Step`` member. ``Step`` is a ``StrEnum`
 CLI, the server, the evaluation code, the tests and the web UI (which receives
 ``describe()`` from ``GET /api/steps``) take the names from here and hold no copies.
 
-``ASK_STEPS`` is the default run chain of a single-shot ask, in order. ``ROUND`` is a
+``ASK_STEPS`` is the default run chain of a single-shot ask, in order. The answerability
+judge's step is in it whether or not the judge is on (skipped, with the reason, when off). ``ROUND`` is a
 span that holds one round of a multi-round run (its sub-question, retrievals and
 selection nest under it); a single-shot ask has none.
 """
@@ -25,6 +26,7 @@ class Step(StrEnum):
     RERANK = "Reranking"
     SELECT = "Selection/Refusal"
     CONTEXT = "Context Builder"
+    JUDGE = "Answerability Judge"
     WRITE = "Writer"
     VERIFY = "Citation Verifier"
     SUMMARY = "Run Summary"
@@ -39,6 +41,7 @@ ASK_STEPS: tuple[Step, ...] = (
     Step.RERANK,
     Step.SELECT,
     Step.CONTEXT,
+    Step.JUDGE,
     Step.WRITE,
     Step.VERIFY,
     Step.SUMMARY,
@@ -90,6 +93,12 @@ _INFO = (
         "context",
         "neighbours of strong seeds, the token budget, the writer's sources",
         ("token_estimate", "soft_limit", "hard_limit", "chars", "dropped_by_budget", "score_stats"),
+    ),
+    StepInfo(
+        Step.JUDGE,
+        "judge",
+        "an LLM's verdict on whether the evidence answers the question (skipped when the judge is off)",
+        ("answerable", "reason", "model", "latency_ms", "failure", "raw", "tokens_in", "tokens_out"),
     ),
     StepInfo(
         Step.WRITE,

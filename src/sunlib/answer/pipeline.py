@@ -1,8 +1,8 @@
 """The ask pipeline: one question in; a cited answer or a refusal with its reasons out.
 
     Intent Router -> BM25 Retrieval || Dense Retrieval -> Hybrid Fusion -> Reranking
-    -> Selection/Refusal -> Context Builder (with neighbour expansion) -> Writer
-    -> Citation Verifier -> Run Summary
+    -> Selection/Refusal -> Context Builder (with neighbour expansion)
+    -> Answerability Judge (an LLM, when on) -> Writer -> Citation Verifier -> Run Summary
 
 ``Asker`` runs a list of stages (``answer.stages``) through one Tracer, so the CLI's
 ``--explain``, the server's SSE events and the web UI's run chain all show the same
@@ -38,6 +38,7 @@ from ..store import RunRecord, Store
 from ..trace import Listener, Tracer
 from .citations import Verification, source_cards
 from .gate import profile_for
+from .judge import AnswerabilityJudge, Judged, JudgeStage, create_judge
 from .refusals import joined, refusal
 from .router import Router, create_router, direct_reply, language
 from .select import Selection
@@ -80,18 +81,22 @@ class Asker:
         router: Router,
         space_name: Callable[[], str],
         sentence_model: Callable[[], Embedder] | None = None,
+        judge: AnswerabilityJudge | None = None,
+        judge_off: str = "judge off",
     ) -> None:
         self.settings = settings
         self.store = store
         self.writer = writer
         self.reranker = reranker
         self.router = router
+        self.judge = judge
         self.stages: tuple[Stage[Any, Any] | Round, ...] = (
             RouteStage(router),
             RetrieveStage(settings, retrieve, store),
             RerankStage(reranker),
             SelectStage(settings, store, profile_for(settings.embedding.provider), space_name, sentence_model),
             ContextStage(settings, store),
+            JudgeStage(judge, judge_off),
             WriteStage(settings, writer),
             VerifyStage(),
         )
@@ -120,10 +125,15 @@ class Asker:
         retrieved: Retrieved | None = board.get("retrieved")
         selection: Selection | None = board.get("selection")
         context: BuiltContext | None = board.get("context")
+        judged: Judged = board.get("judged") or Judged()
         written: Written | None = board.get("written")
         verification: Verification | None = board.get("verification")
-        frame = self._frame(q, route, selection, context, written, verification)
+        frame = self._frame(q, route, selection, context, written, verification, judged)
         draft = written.draft if written is not None else None
+        verdict = judged.verdict
+        tokens = (draft.tokens_in, draft.tokens_out) if draft is not None else (0, 0)
+        if verdict is not None:
+            tokens = (tokens[0] + verdict.tokens_in, tokens[1] + verdict.tokens_out)
         trace = self._finish(
             tracer,
             frame,
@@ -131,7 +141,7 @@ class Asker:
             started,
             save,
             retrieved=len(retrieved.hits) if retrieved is not None else 0,
-            tokens=(draft.tokens_in, draft.tokens_out) if draft is not None else (0, 0),
+            tokens=tokens,
         )
         return AskResult(frame, trace, route, selection, verification)
 
@@ -145,11 +155,14 @@ class Asker:
         context: BuiltContext | None,
         written: Written | None,
         checked: Verification | None,
+        judged: Judged,
     ) -> AnswerFrame:
         if route.route == "direct" or sel is None:
             return AnswerFrame(q.text, direct_reply(q.text), (), (), False, None, 1.0, "direct")
         if not sel.passed:
             return _refusal(q, sel.decision.refusals, sel)
+        if judged.refused:
+            return _refusal(q, (judged.refusal(),), sel)
         if written is None or written.draft is None or context is None or checked is None:
             failure = written.failure if written is not None else None
             return _refusal(q, (refusal("writer_failed", error=failure),), sel)
@@ -234,7 +247,8 @@ def _refusal(q: Question, refusals: Sequence[Refusal], sel: Selection) -> Answer
 
 def build_asker(library: Library, writer: Writer | None = None, reranker: Reranker | None = None) -> Asker:
     """The ask pipeline of a library: its settings, its search as the retrieval seam, its store,
-    and providers created from its settings (the LLM router when the writer is an LLM)."""
+    and providers created from its settings (the LLM router and the answerability judge when the
+    writer is an LLM; the judge also with ``[answer] judge = "llm"``)."""
     settings = library.settings
     # The Asker outlives any one request thread: it reads through the library's per-thread
     # stores, whose attributes are those of the calling thread's own connection.
@@ -244,6 +258,7 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
     if reranker is not None:
         reranker.bind(store, settings)
     router = create_router(settings.answer.router, writer)
+    judge, judge_off = create_judge(settings, writer)
     return Asker(
         settings,
         library.search,
@@ -253,4 +268,6 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
         router,
         lambda: library.space.name,
         sentence_model(settings),  # a loader; the gate and the writer share it
+        judge,
+        judge_off,
     )

@@ -12,6 +12,7 @@ always seen). The codes:
                     question is below its threshold (probability, threshold, best unit)
 ``missing_name``    a name the question uses appears in no selected passage (names)
 ``missing_quantity`` the question asks for a duration, size or count none states (expects)
+``llm_unanswerable`` the answerability judge (an LLM) found the evidence does not answer (reason, model)
 ``writer_failed``   the writer raised a provider error (error)
 ``unsupported_draft`` no sentence of the draft is supported by its citations (gate_score)
 ==================  ===================================================================
@@ -52,6 +53,10 @@ _MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "low_answerability": _low_answerability,
     "missing_name": lambda p: f"no selected passage mentions {', '.join(p['names'])}",
     "missing_quantity": lambda p: f"the question asks for {p['expects']}, and no selected passage states one",
+    "llm_unanswerable": lambda p: (
+        "the language model judged that the selected passages do not answer the question"
+        + (f" ({p['reason']})" if p.get("reason") else "")
+    ),
     "writer_failed": lambda p: f"the writer failed ({p['error']})",
     "unsupported_draft": lambda p: (
         f"no sentence of the draft is supported by the evidence (gate score {p['gate_score']:.3f}; 0 verified spans)"

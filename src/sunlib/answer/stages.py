@@ -5,6 +5,7 @@
     RerankStage    Question, Retrieved                       -> Reranked
     SelectStage    Question, Retrieved, Reranked             -> Selection      (signals + gate decision)
     ContextStage   Selection                                 -> BuiltContext   (expansion + budget)
+    JudgeStage     Question, BuiltContext                    -> Judged         (answer/judge.py: the LLM's verdict)
     WriteStage     Question, Retrieved, Selection, BuiltContext -> Written
     VerifyStage    BuiltContext, Written                     -> Verification
 

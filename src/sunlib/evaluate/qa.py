@@ -17,7 +17,9 @@ question goes through the real ask pipeline (``Library.ask``), and:
 * ``unsupported_claim_rate``: answer claims the verifier did not support, over all
   claims of answered questions;
 * ``keyword_coverage``: gold phrases that appear in the answer text;
-* ``answer_span_hit``: a gold phrase appears in the selected evidence.
+* ``answer_span_hit``: a gold phrase appears in the selected evidence;
+* ``judge_refused`` / ``judge_no_verdict``: how many questions the answerability judge
+  refused, and how many it was asked about but gave no verdict for (0 with the judge off).
 
 Every metric is reported for the whole set, and per slice (answerable, unanswerable,
 ``lang:*``, ``type:*``) under ``by_slice``. A metric with no question to count is null.
@@ -35,6 +37,7 @@ from typing import Any
 
 from ..errors import DatasetError
 from ..library import Library
+from ..steps import Step
 from .metrics import percentile
 
 TYPES = (
@@ -55,7 +58,15 @@ METRIC_KEYS = (
     "unsupported_claim_rate",
     "keyword_coverage",
 )
-EXTRA_KEYS = ("citation_precision", "answer_span_hit", "latency_ms_p50", "latency_ms_p95", "questions")
+EXTRA_KEYS = (
+    "citation_precision",
+    "answer_span_hit",
+    "latency_ms_p50",
+    "latency_ms_p95",
+    "questions",
+    "judge_refused",
+    "judge_no_verdict",
+)
 HIGHER_IS_BETTER = {
     "recall@5": True,
     "citation_correctness": True,
@@ -163,6 +174,7 @@ def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None
     texts = {ev.chunk_id: ev.text for ev in frame.evidence}
     cited = [texts.get(c.chunk_id, c.quote) for c in frame.citations]
     counted = [s for s in frame.sentences if s.refs or not s.supported]
+    judge = next((s for s in result.trace.steps if s.name == Step.JUDGE and s.status != "skipped"), None)
     return {
         "id": case.id,
         "lang": case.lang,
@@ -192,6 +204,8 @@ def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None
         "sentence_cosine": _round(sel.sentence_cosine) if sel is not None else None,
         "checks_passed": sel.checks_passed if sel is not None else True,
         "refusals": [r.code for r in frame.refusals],
+        "judge": None if judge is None else judge.details.get("answerable"),  # None: not asked, or no verdict
+        "judged": judge is not None,
         "latency_ms": round(latency, 1),
         "run_id": result.run_id,
     }
@@ -227,6 +241,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "latency_ms_p50": round(percentile(latencies, 50), 1) if latencies else None,
         "latency_ms_p95": round(percentile(latencies, 95), 1) if latencies else None,
         "questions": len(rows),
+        "judge_refused": sum(r["judge"] is False for r in rows),
+        "judge_no_verdict": sum(r["judged"] and r["judge"] is None for r in rows),
     }
 
 
@@ -249,6 +265,7 @@ def evaluate_rag(
     info = {
         "vault": str(lib.vault),
         "writer": lib.asker.writer.name,
+        "judge": lib.asker.judge.model if lib.asker.judge is not None else "off",
         "reranker": lib.settings.answer.reranker,
         "mode": lib.settings.search.mode,
         "embedding": lib.settings.embedding.provider,
