@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Score the frozen system once on the held-out FastAPI sets (benchmarks/heldout/fastapi): never tune on
 # what this prints. usage: benchmarks/heldout_evals.sh OUT_DIR [DATA_DIR] [-- extra `sunlib eval rag` options]
-# The vaults are copied to /tmp/fa-en and /tmp/fa-zh (the data folder is read-only), so the indexes that
-# earlier runs built under $SUNLIB_HOME/indexes are reused.
+# The vaults are copied (read-only, as in the data folder, so their indexes live under $SUNLIB_HOME/indexes)
+# to $HELDOUT_DIR/en and $HELDOUT_DIR/zh (default /work/heldout-run): the same paths reuse the same indexes.
 set -euo pipefail
 out=$(realpath -m "$1"); shift
 data=$(realpath "${1:-../shared/data}"); [ $# -gt 0 ] && shift
@@ -10,9 +10,11 @@ data=$(realpath "${1:-../shared/data}"); [ $# -gt 0 ] && shift
 mkdir -p "$out"
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+runs=${HELDOUT_DIR:-/work/heldout-run}
+mkdir -p "$runs"
 for lang in en zh; do
-  [ -d "/tmp/fa-$lang" ] || cp -r "$data/fastapi_docs/$lang" "/tmp/fa-$lang"
-  echo "== $lang: sunlib eval rag benchmarks/heldout/fastapi/${lang}_vault.jsonl --vault /tmp/fa-$lang --json $*"
-  python -m sunlib eval rag "benchmarks/heldout/fastapi/${lang}_vault.jsonl" --vault "/tmp/fa-$lang" --json "$@" \
+  [ -d "$runs/$lang" ] || cp -r "$data/fastapi_docs/$lang" "$runs/$lang"
+  echo "== $lang: sunlib eval rag benchmarks/heldout/fastapi/${lang}_vault.jsonl --vault $runs/$lang --json $*"
+  python -m sunlib eval rag "benchmarks/heldout/fastapi/${lang}_vault.jsonl" --vault "$runs/$lang" --json "$@" \
     > "$out/heldout_$lang.json"
 done
