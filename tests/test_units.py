@@ -101,3 +101,8 @@ def test_a_chinese_refusal_names_words_not_characters(hash_library: Library) -> 
     assert result.frame.refused
     missing = next(r for r in result.frame.refusals if r.code == "low_gate").params["missing_terms"]
     assert missing and all(len(word) >= 2 for word in missing if any("\u4e00" <= ch <= "\u9fff" for ch in word))
+
+
+def test_how_does_x_work_frames_the_question() -> None:
+    assert [t.name for t in content_terms("How does the refusal gate work?")] == ["refus", "gate"]
+    assert "work" in [t.name for t in content_terms("Does my work get saved?")]

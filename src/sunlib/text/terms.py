@@ -84,9 +84,15 @@ class Term:
     any_of: tuple[str, ...]  # index tokens, any of which in a text means the term is there
 
 
+# "How does X work?": the verb frames the question ("how does ... work" asks how X works), it names nothing
+_HOW_WORKS = re.compile(r"\bhow (?:do|does|did|can|could|will|would|should)\b.*\bwork(?:s|ed|ing)?\b")
+
+
 def content_terms(text: str) -> list[Term]:
     out: dict[Term, None] = {}
-    segments = [(m.group(1), m.group(2)) for m in _SEGMENT.finditer(text.lower())]
+    lowered = text.lower()
+    segments = [(m.group(1), m.group(2)) for m in _SEGMENT.finditer(lowered)]
+    frames_work = bool(_HOW_WORKS.search(lowered))
     for i, (cjk, word) in enumerate(segments):
         if cjk:
             for run in _CJK_FRAME.split(cjk):
@@ -95,7 +101,7 @@ def content_terms(text: str) -> list[Term]:
                         continue
                     grams = tuple(g for g in (run[j - 1 : j + 1] if j else "", run[j : j + 2]) if len(g) == 2)
                     out[Term(ch, grams or (ch,))] = None
-        elif not _frame_word(
+        elif not (frames_work and word in ("work", "works", "worked", "working")) and not _frame_word(
             word, segments[i - 1][1] if i else None, segments[i + 1][1] if i + 1 < len(segments) else None
         ):
             stem = _stem(word)
