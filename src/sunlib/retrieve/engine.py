@@ -44,11 +44,12 @@ class SearchEngine:
         space: Space | None,
         embed_query: Callable[[str], np.ndarray] | None,
         retriever: Retriever | None = None,
+        crosslang: tuple[Space, Callable[[str], np.ndarray]] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.space = space
-        self.retriever = retriever or Retriever.default(store.lexical, store.vectors, settings, space, embed_query)
+        self.retriever = retriever or Retriever.default(store, settings, space, embed_query, crosslang)
 
     def search(self, req: SearchRequest, tracer: Tracer | None = None) -> SearchResult:
         _validate(req)

@@ -16,10 +16,10 @@ import numpy as np
 from ..config import SearchSettings
 from ..contracts import RouteScore
 from ..steps import Step
-from ..store import LexicalIndex, Space, VectorIndex, Visibility
+from ..store import Space, Store, Visibility
 from ..trace import Tracer
 from .fusion import fuse
-from .routes import DenseRoute, LexicalRoute, Route
+from .routes import CrossLanguageRoute, DenseRoute, LexicalRoute, Route, TranslatedRoute, dictionary_tokens
 
 
 @dataclass(frozen=True)
@@ -42,20 +42,25 @@ class Retriever:
     @classmethod
     def default(
         cls,
-        lexical: LexicalIndex,
-        vectors: VectorIndex,
+        store: Store,
         settings: SearchSettings,
         space: Space | None,
         embed_query: Callable[[str], np.ndarray] | None,
+        crosslang: tuple[Space, Callable[[str], np.ndarray]] | None = None,
     ) -> Retriever:
-        """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``."""
-        return cls(
-            [
-                LexicalRoute(lexical, settings.bm25_weight),
-                DenseRoute(vectors, space, embed_query, settings.dense_weight),
-            ],
-            settings,
-        )
+        """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``; with ``crosslang``
+        (a space and its query embedder), the cross-language route too (``crosslang_weight``)."""
+        routes: list[Route] = [
+            LexicalRoute(store.lexical, settings.bm25_weight),
+            DenseRoute(store.vectors, space, embed_query, settings.dense_weight),
+        ]
+        if crosslang is not None and settings.crosslang:
+            routes.append(
+                CrossLanguageRoute(store, store.vectors, crosslang[0], crosslang[1], settings.crosslang_weight)
+            )
+        if settings.crosslang and settings.crosslang_dictionary:
+            routes.append(TranslatedRoute(store, store.lexical, dictionary_tokens, settings.dictionary_weight))
+        return cls(routes, settings)
 
     def routes_for(self, mode: str) -> tuple[Route, ...]:
         return self.routes if mode == "hybrid" else tuple(r for r in self.routes if r.name == mode)

@@ -8,14 +8,16 @@ run at all (no embedder, no vectors yet), which is not the same as finding nothi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..steps import Step
-from ..store import LexicalIndex, Space, VectorIndex, Visibility
-from ..text import fts_query
-from ..trace import Tracer
+from ..store import DocumentStore, LexicalIndex, Space, VectorIndex, Visibility
+from ..text import fts_query, fts_tokens
+from ..text.tokens import _CJK_RUN as CJK_RUN
+from ..text.tokens import other_script, query_script
+from ..trace import StepRecorder, Tracer
 
 Ranked = list[tuple[str, float]]
 
@@ -58,6 +60,9 @@ class DenseRoute:
     """KNN in one embedding space (step "Dense Retrieval"); says how many visible chunks still
     wait for vectors, and skips (never silently compares a partial route) when none has one."""
 
+    step = Step.DENSE
+    label = "dense route"
+
     def __init__(
         self,
         vectors: VectorIndex,
@@ -73,43 +78,185 @@ class DenseRoute:
         self.name = name
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
-        with tracer.step(Step.DENSE, f"query={query!r} pool={pool}") as step:
+        with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
             if self.space is None or self.embed_query is None:
                 step.skip("no embedding provider configured")
-                tracer.warn("dense route unavailable: no embedding provider configured")
+                tracer.warn(f"{self.label} unavailable: no embedding provider configured")
                 return None
-            missing = self._missing_vectors(self.space, visibility, tracer)
-            if missing is None:
-                step.skip(f"no vectors yet in space {self.space.name}")
-                return None
-            items = self.vectors.knn(self.space, self.embed_query(query), visibility, pool)
-            step.done(
-                f"{len(items)} chunks" + (f", top cosine {items[0][1]:.3f}" if items else ""),
-                space=self.space.name,
-                missing_vectors=missing,
-                top=[{"chunk_id": c, "cosine": round(s, 4)} for c, s in items[:10]],
-            )
-            return items
+            return self._knn(self.space, self.embed_query, query, visibility, pool, tracer, step)
+
+    def _knn(
+        self,
+        space: Space,
+        embed_query: Callable[[str], np.ndarray],
+        query: str,
+        visibility: Visibility,
+        pool: int,
+        tracer: Tracer,
+        step: StepRecorder,
+        **details: Any,
+    ) -> Ranked | None:
+        missing = self._missing_vectors(space, visibility, tracer)
+        if missing is None:
+            step.skip(f"no vectors yet in space {space.name}", **details)
+            return None
+        items = self.vectors.knn(space, embed_query(query), visibility, pool)
+        step.done(
+            f"{len(items)} chunks" + (f", top cosine {items[0][1]:.3f}" if items else ""),
+            space=space.name,
+            missing_vectors=missing,
+            **details,
+            top=[{"chunk_id": c, "cosine": round(s, 4)} for c, s in items[:10]],
+        )
+        return items
 
     def _missing_vectors(self, space: Space, visibility: Visibility, tracer: Tracer) -> int | None:
         """Visible chunks without a vector (warned about, never silent); None when there are no vectors at all."""
         if self.vectors.fully_embedded(space):  # two counts; skips the per-filter scan in the common case
             return 0
         if not self.vectors.has_space(space):
-            tracer.warn(f"dense route skipped: no vectors in {space.provider}:{space.model} yet; run `sunlib index`")
+            tracer.warn(f"{self.label} skipped: no vectors in {space.provider}:{space.model} yet; run `sunlib index`")
             return None
         missing, total = self.vectors.count_pending(space, visibility)
         if total and missing == total:
             others = {sp.provider for sp in self.vectors.spaces() if sp.vectors and sp.name != space.name}
             hint = f" (this index has vectors from: {', '.join(sorted(others))})" if others else ""
             tracer.warn(
-                f"dense route skipped: none of the {total} visible chunks has a vector in "
+                f"{self.label} skipped: none of the {total} visible chunks has a vector in "
                 f"{space.provider}:{space.model}{hint}; run `sunlib index` to embed them"
             )
             return None
         if missing:
             tracer.warn(
-                f"dense route covers {total - missing}/{total} visible chunks; {missing} still wait "
+                f"{self.label} covers {total - missing}/{total} visible chunks; {missing} still wait "
                 "for vectors (BM25 covers them; run `sunlib index` to finish)"
             )
         return missing
+
+
+SCRIPT_NAMES = {"cjk": "Chinese, Japanese or Korean", "other": "languages without CJK characters"}
+
+
+class CrossLanguageRoute(DenseRoute):
+    """KNN among the visible chunks of the other script than the question's (step
+    "Cross-language Retrieval"): a Chinese question searches the chunks without CJK
+    characters, any other question the chunks with them.
+
+    Multilingual models still rank passages in the question's language first (e5's top
+    cosines for a Chinese question are a few hundredths higher on Chinese passages), so a
+    note in the other language rarely reaches the fused top ten through the dense route. This
+    route gives the other script its own ranked list in fusion, in its own embedding space
+    (the bundled ``use`` model by default, the strongest across languages). It does not run
+    when no visible chunk is in the other script, so a vault in one language ranks as without
+    it; the narrowing is a ``Visibility``, applied before ranking like the ACL."""
+
+    step = Step.CROSSLANG
+    label = "cross-language route"
+
+    def __init__(
+        self,
+        documents: DocumentStore,
+        vectors: VectorIndex,
+        space: Space | None,
+        embed_query: Callable[[str], np.ndarray] | None,
+        weight: float,
+        name: str = "crosslang",
+    ) -> None:
+        super().__init__(vectors, space, embed_query, weight, name)
+        self.documents = documents
+
+    def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
+        with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
+            if self.space is None or self.embed_query is None:
+                step.skip("no cross-language embedding configured")
+                return None
+            asked = query_script(query)
+            target = other_script(asked)
+            narrowed = visibility.in_script(target)
+            total = self.documents.count_visible(narrowed)
+            where: dict[str, Any] = {"question_script": asked, "searched_script": target, "searched_chunks": total}
+            if not total:
+                step.skip(f"no visible chunk in {SCRIPT_NAMES[target]}", **where)
+                return None
+            return self._knn(self.space, self.embed_query, query, narrowed, pool, tracer, step, **where)
+
+
+Translate = Callable[[str, str], list[str] | None]  # (question, script to search) -> index tokens
+
+
+class TranslatedRoute:
+    """BM25 among the visible chunks of the other script than the question's, with the question
+    translated into index tokens of that script (step "Translated BM25"): by the bundled
+    bilingual dictionary (CC-CEDICT) by default. A Chinese question's words become English
+    tokens, an English question's words and phrases Chinese ones; names written in Latin
+    letters (``APIRouter``) are kept as they are. It does not run when no visible chunk is in the
+    other script, nor when no word of the question translates."""
+
+    step = Step.TRANSLATED
+
+    def __init__(
+        self,
+        documents: DocumentStore,
+        lexical: LexicalIndex,
+        translate: Translate,
+        weight: float,
+        name: str = "translated",
+        source: str = "dictionary",
+    ) -> None:
+        self.documents = documents
+        self.lexical = lexical
+        self.translate = translate
+        self.weight = weight
+        self.name = name
+        self.source = source
+
+    def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
+        with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
+            asked = query_script(query)
+            target = other_script(asked)
+            narrowed = visibility.in_script(target)
+            total = self.documents.count_visible(narrowed)
+            where: dict[str, Any] = {
+                "question_script": asked,
+                "searched_script": target,
+                "searched_chunks": total,
+                "source": self.source,
+            }
+            if not total:
+                step.skip(f"no visible chunk in {SCRIPT_NAMES[target]}", **where)
+                return None
+            tokens = self.translate(query, target)
+            if tokens is None:
+                step.skip(f"no {self.source} to translate with", **where)
+                return None
+            if not tokens:
+                step.skip("no word of the question translates", **where)
+                return None
+            match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+            items = self.lexical.bm25(match, narrowed, pool)
+            step.done(
+                f"{len(items)} chunks" + (f", top score {items[0][1]:.3f}" if items else ""),
+                **where,
+                terms=tokens[:40],
+                principals=list(visibility.principals),
+                filters=visibility.filters.describe(),
+                top=[{"chunk_id": c, "score": round(s, 4)} for c, s in items[:10]],
+            )
+            return items
+
+
+def dictionary_tokens(query: str, target: str) -> list[str] | None:
+    """The question as index tokens of ``target``'s script, through CC-CEDICT (None: not installed)."""
+    from ..text.dictionary import load_dictionary
+
+    dictionary = load_dictionary()
+    if dictionary is None:
+        return None
+    latin = fts_tokens(CJK_RUN.sub(" ", query))  # names and code: the same in either language
+    if target == "other":
+        tokens = latin + dictionary.english_terms(query)
+    else:
+        words = dictionary.chinese_words(query)
+        tokens = [t for w in words for t in fts_tokens(w) if len(t) == 2 or len(w) == 1]
+        tokens = (latin + tokens) if tokens else []
+    return list(dict.fromkeys(tokens))

@@ -14,6 +14,7 @@ import apsw
 
 from ..errors import IndexError_, StoreBusy, StoreCorrupt, StoreFull
 from ..ingest.ids import sha256_hex
+from ..text.tokens import CJK_GLOB
 from .connection import connect
 from .errors import FULL, translated
 from .migrations import migrate
@@ -91,6 +92,9 @@ def visible_sql(visibility: Visibility) -> tuple[str, list[Any]]:
     for key, value in filters.metadata:
         where.append("EXISTS (SELECT 1 FROM note_meta m WHERE m.note_rowid = n.id AND m.key = ? AND m.value = ?)")
         params.extend([key, value])
+    if visibility.script is not None:
+        where.append("c.text GLOB ?" if visibility.script == "cjk" else "c.text NOT GLOB ?")
+        params.append(CJK_GLOB)
     sql = "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_rowid WHERE " + " AND ".join(where)
     return sql, params
 

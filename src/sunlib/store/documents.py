@@ -282,6 +282,10 @@ class SqliteDocuments:
         rows = self.db.conn.execute(f"SELECT chunk_id FROM chunks WHERE id IN ({sql}) ORDER BY id", params)
         return [str(r[0]) for r in rows]
 
+    def count_visible(self, visibility: Visibility) -> int:
+        """How many chunks a visibility lets through (a count of its cached TEMP table)."""
+        return int(self.db.one(f"SELECT count(*) FROM temp.{self.db.visible_table(visibility)}") or 0)
+
     def counts(self) -> Counts:
         return Counts(
             int(self.db.one("SELECT count(*) FROM notes") or 0),

@@ -73,6 +73,27 @@ def is_cjk(ch: str) -> bool:
     return bool(_CJK_RUN.fullmatch(ch))
 
 
+# Scripts, for cross-language retrieval. A chunk is "cjk" when it holds a CJK character (what
+# the store's ``CJK_GLOB`` tests in SQL), "other" when it holds none. A question is "cjk" when
+# CJK characters outnumber its other words, so "how does sunlib split 中文?" is an English one.
+CJK_GLOB = f"*[{CJK_CLASS}]*"
+SCRIPTS = ("cjk", "other")
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RUN.search(text) is not None
+
+
+def query_script(text: str) -> str:
+    """The script a question is written in: "cjk" or "other"."""
+    cjk = sum(len(m) for m in _CJK_RUN.findall(text))
+    return "cjk" if cjk and cjk >= len(_WORD.findall(text)) else "other"
+
+
+def other_script(script: str) -> str:
+    return "other" if script == "cjk" else "cjk"
+
+
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))
