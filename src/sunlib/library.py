@@ -27,6 +27,8 @@ from .errors import UserError
 from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
+from .providers.chat import ChatModel
+from .providers.registry import chat_model_names, create_chat_model
 from .retrieve import SearchEngine, SearchRequest
 from .store import Space, SqliteStore
 from .trace import Listener, Tracer
@@ -138,6 +140,18 @@ class Library:
         )
         return self._shared.part(key, lambda: crosslang_space(s, self.embedder, self.space))
 
+    @property
+    def translator(self) -> ChatModel | None:
+        """The chat model that translates cross-language questions for BM25: the writer's LLM
+        (``[answer] writer`` openai or llama-cpp, configured by ``[llm]``) when ``[search]
+        crosslang_llm`` is "auto"; None otherwise. Created on first use, never called unless a
+        question and some visible chunks are in different scripts."""
+        s = self._settings
+        if not s.search.crosslang or s.search.crosslang_llm == "off" or s.answer.writer not in chat_model_names():
+            return None
+        key = ("chat", s.answer.writer, s.llm.model_dump_json())
+        return self._shared.part(key, lambda: create_chat_model(s.answer.writer, s.llm))
+
     def _rescore(self) -> tuple[Embedder, Space] | None:
         s = self._settings
         key = ("rescore", s.answer.rescore_provider, s.embedding.model_dump_json(), s.index.model_dump_json())
@@ -203,6 +217,7 @@ class Library:
             self.space if needs_vectors else None,
             self.embedder.embed_query if needs_vectors else None,
             crosslang=(crosslang[1], crosslang[0].embed_query) if crosslang is not None else None,
+            chat=self.translator if mode == "hybrid" else None,
         )
         request = SearchRequest(
             query=query,

@@ -49,7 +49,13 @@ ASK_STEPS: tuple[Step, ...] = (
 )
 RETRIEVAL_STEPS: tuple[Step, ...] = (Step.BM25, Step.DENSE, Step.CROSSLANG, Step.TRANSLATED, Step.FUSION)
 # a retrieval route's name -> its step
-ROUTE_STEPS = {"bm25": Step.BM25, "dense": Step.DENSE, "crosslang": Step.CROSSLANG, "translated": Step.TRANSLATED}
+ROUTE_STEPS = {
+    "bm25": Step.BM25,
+    "dense": Step.DENSE,
+    "crosslang": Step.CROSSLANG,
+    "translated": Step.TRANSLATED,
+    "translated-llm": Step.TRANSLATED,
+}
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,7 @@ _INFO = (
         Step.TRANSLATED,
         "translated",
         "BM25 among the chunks in the other script, with the question translated",
-        ("question_script", "searched_script", "source", "terms"),
+        ("route", "source", "question_script", "searched_script", "translation", "terms"),
     ),
     StepInfo(Step.FUSION, "fusion", "the routes' lists fused into one"),
     StepInfo(Step.RERANK, "rerank", "candidates rescored for selection"),

