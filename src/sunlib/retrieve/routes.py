@@ -140,6 +140,46 @@ class DenseRoute:
 SCRIPT_NAMES = {"cjk": "Chinese, Japanese or Korean", "other": "languages without CJK characters"}
 
 
+@dataclass(frozen=True)
+class OtherScript:
+    """Where a cross-language route searches: the visible chunks in the script the question is not in."""
+
+    asked: str  # the question's script
+    target: str  # the other one
+    visibility: Visibility  # the caller's, narrowed to ``target``
+    chunks: int  # visible chunks in ``target``
+    share: float  # ... as a share of all visible chunks
+
+    @classmethod
+    def of(cls, documents: DocumentStore, query: str, visibility: Visibility) -> OtherScript:
+        asked = query_script(query)
+        target = other_script(asked)
+        narrowed = visibility.in_script(target)
+        chunks = documents.count_visible(narrowed)
+        share = chunks / max(documents.count_visible(visibility), 1) if chunks else 0.0
+        return cls(asked, target, narrowed, chunks, share)
+
+    def skip_reason(self, min_share: float) -> str | None:
+        """Why a route does not run here (None: it runs). A handful of chunks in the other script
+        (an English changelog line naming a Chinese article) is no reason to search it."""
+        if not self.chunks:
+            return f"no visible chunk in {SCRIPT_NAMES[self.target]}"
+        if self.share < min_share:
+            return (
+                f"{self.chunks} visible chunks in {SCRIPT_NAMES[self.target]} are {self.share:.1%} of the visible"
+                f" chunks (below crosslang_min_share {min_share:.1%})"
+            )
+        return None
+
+    def details(self) -> dict[str, Any]:
+        return {
+            "question_script": self.asked,
+            "searched_script": self.target,
+            "searched_chunks": self.chunks,
+            "searched_share": round(self.share, 4),
+        }
+
+
 class CrossLanguageRoute(DenseRoute):
     """KNN among the visible chunks of the other script than the question's (step
     "Cross-language Retrieval"): a Chinese question searches the chunks without CJK
@@ -164,24 +204,25 @@ class CrossLanguageRoute(DenseRoute):
         embed_query: Callable[[str], np.ndarray] | None,
         weight: float,
         name: str = "crosslang",
+        min_share: float = 0.0,
     ) -> None:
         super().__init__(vectors, space, embed_query, weight, name)
         self.documents = documents
+        self.min_share = min_share
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
         with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
             if self.space is None or self.embed_query is None:
                 step.skip("no cross-language embedding configured")
                 return None
-            asked = query_script(query)
-            target = other_script(asked)
-            narrowed = visibility.in_script(target)
-            total = self.documents.count_visible(narrowed)
-            where: dict[str, Any] = {"question_script": asked, "searched_script": target, "searched_chunks": total}
-            if not total:
-                step.skip(f"no visible chunk in {SCRIPT_NAMES[target]}", **where)
+            where = OtherScript.of(self.documents, query, visibility)
+            reason = where.skip_reason(self.min_share)
+            if reason is not None:
+                step.skip(reason, **where.details())
                 return None
-            return self._knn(self.space, self.embed_query, query, narrowed, pool, tracer, step, **where)
+            return self._knn(
+                self.space, self.embed_query, query, where.visibility, pool, tracer, step, **where.details()
+            )
 
 
 Translate = Callable[[str, str], "Translation | None"]  # (question, script to search) -> its translation
@@ -211,6 +252,7 @@ class TranslatedRoute:
         weight: float,
         name: str = "translated",
         source: str = "CC-CEDICT",
+        min_share: float = 0.0,
     ) -> None:
         self.documents = documents
         self.lexical = lexical
@@ -218,25 +260,18 @@ class TranslatedRoute:
         self.weight = weight
         self.name = name
         self.source = source
+        self.min_share = min_share
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
         with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
-            asked = query_script(query)
-            target = other_script(asked)
-            narrowed = visibility.in_script(target)
-            total = self.documents.count_visible(narrowed)
-            where: dict[str, Any] = {
-                "route": self.name,
-                "source": self.source,
-                "question_script": asked,
-                "searched_script": target,
-                "searched_chunks": total,
-            }
-            if not total:
-                step.skip(f"no visible chunk in {SCRIPT_NAMES[target]}", **where)
+            other = OtherScript.of(self.documents, query, visibility)
+            where: dict[str, Any] = {"route": self.name, "source": self.source, **other.details()}
+            reason = other.skip_reason(self.min_share)
+            if reason is not None:
+                step.skip(reason, **where)
                 return None
             try:
-                translation = self.translate(query, target)
+                translation = self.translate(query, other.target)
             except ProviderError as exc:
                 step.skip(f"translation failed: {exc}", **where)
                 tracer.warn(f"{self.source} translation failed ({exc}); searched without it")
@@ -248,7 +283,7 @@ class TranslatedRoute:
                 step.skip("nothing of the question translates", **where)
                 return None
             match = " OR ".join('"' + t.replace('"', '""') + '"' for t in translation.tokens)
-            items = self.lexical.bm25(match, narrowed, pool)
+            items = self.lexical.bm25(match, other.visibility, pool)
             step.done(
                 f"{len(items)} chunks" + (f", top score {items[0][1]:.3f}" if items else ""),
                 **where,

@@ -48,9 +48,9 @@ class Visibility:
 
     principals: tuple[str, ...] = ("public",)
     filters: SearchFilters = field(default_factory=SearchFilters)
-    # Narrowed by a route, never by a caller: "cjk" keeps the chunks whose text holds a CJK
-    # character (``text.tokens.CJK_GLOB``), "other" the chunks that hold none (the
-    # cross-language route searches the script the question is not written in).
+    # Narrowed by a route, never by a caller: "cjk" keeps the chunks written in CJK characters,
+    # "other" the rest (``text.tokens.text_script``: CJK characters at least as many as the other
+    # words); the cross-language routes search the script the question is not written in.
     script: str | None = None
 
     @property
