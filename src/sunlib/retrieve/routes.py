@@ -210,6 +210,10 @@ class CrossLanguageRoute(DenseRoute):
         self.documents = documents
         self.min_share = min_share
 
+    def in_scope(self, query: str, visibility: Visibility, keys: list[str]) -> set[str]:
+        """The keys this route could have returned: the visible chunks in the other script."""
+        return in_other_script(self.documents, query, visibility, keys)
+
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
         with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
             if self.space is None or self.embed_query is None:
@@ -262,6 +266,10 @@ class TranslatedRoute:
         self.source = source
         self.min_share = min_share
 
+    def in_scope(self, query: str, visibility: Visibility, keys: list[str]) -> set[str]:
+        """The keys this route could have returned: the visible chunks in the other script."""
+        return in_other_script(self.documents, query, visibility, keys)
+
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
         with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
             other = OtherScript.of(self.documents, query, visibility)
@@ -294,6 +302,11 @@ class TranslatedRoute:
                 top=[{"chunk_id": c, "score": round(s, 4)} for c, s in items[:10]],
             )
             return items
+
+
+def in_other_script(documents: DocumentStore, query: str, visibility: Visibility, keys: list[str]) -> set[str]:
+    """The keys a cross-language route could have returned for ``query``: those in the other script."""
+    return documents.filter_visible(visibility.in_script(other_script(query_script(query))), keys)
 
 
 def _latin(query: str) -> list[str]:
