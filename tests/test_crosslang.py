@@ -170,7 +170,7 @@ def test_fusion_counts_chunks_outside_a_routes_scope_as_neutral() -> None:
     # an English chunk of its scope that it did not return still counts at the floor
     assert scoped["en2"].routes["dense"].contribution == floored["en2"].routes["dense"].contribution
     assert all(sum(r.contribution for r in f.routes.values()) == pytest.approx(f.score) for f in scoped.values())
-    assert [f.key for f in fuse(lists, "zscore", scopes={"crosslang": {"en1", "en2"}})][0] == "zh1"
+    assert fuse(lists, "zscore", scopes={"crosslang": {"en1", "en2"}})[0].key == "zh1"
 
 
 def test_the_dictionary_translates_both_ways() -> None:
