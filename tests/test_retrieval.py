@@ -284,7 +284,7 @@ def test_contributions_sum_to_the_fused_score(hash_library: Library, method: str
                 assert set(hit.routes) <= set(weights) and hit.routes
                 assert sum(r.contribution for r in hit.routes.values()) == pytest.approx(hit.score, abs=1e-12)
                 present = {name: r for name, r in hit.routes.items() if r.rank > 0}
-                single_route += len(present) == 1
+                single_route += len(present) < len(weights)  # some route did not return it
                 if method == "rrf":
                     for name, r in present.items():
                         assert r.contribution == pytest.approx(weights[name] / (60 + r.rank))

