@@ -1,9 +1,12 @@
 """The Retriever: any number of named routes, fused by ``fuse``.
 
-Its default configuration is today's two routes, BM25 ("bm25") and dense ("dense"). A mode
-picks routes by name: "hybrid" runs them all, any other mode the route of that name. With
-two lists or more, "Hybrid Fusion" fuses them (every item keeps each route's rank, score and
-contribution); a single list is ranked as it is, equal scores ordered by chunk id.
+Its default configuration is BM25 ("bm25") and dense ("dense"), and, with ``[search] crosslang``
+(on by default), the cross-language routes: dense in a second space ("crosslang") and BM25 on a
+translated question ("translated", "translated-llm"), both among the chunks in the other script
+than the question's. A mode picks routes by name: "hybrid" runs them all, any other mode the
+route of that name. With two lists or more, "Hybrid Fusion" fuses them (every item keeps each
+route's rank, score and contribution); a single list is ranked as it is, equal scores ordered by
+chunk id.
 """
 
 from __future__ import annotations

@@ -182,16 +182,17 @@ class OtherScript:
 
 class CrossLanguageRoute(DenseRoute):
     """KNN among the visible chunks of the other script than the question's (step
-    "Cross-language Retrieval"): a Chinese question searches the chunks without CJK
-    characters, any other question the chunks with them.
+    "Cross-language Retrieval"): a Chinese question searches the chunks that are not mostly
+    CJK characters, any other question the chunks that are (``text.tokens.text_script``).
 
     Multilingual models still rank passages in the question's language first (e5's top
     cosines for a Chinese question are a few hundredths higher on Chinese passages), so a
     note in the other language rarely reaches the fused top ten through the dense route. This
     route gives the other script its own ranked list in fusion, in its own embedding space
     (the bundled ``use`` model by default, the strongest across languages). It does not run
-    when no visible chunk is in the other script, so a vault in one language ranks as without
-    it; the narrowing is a ``Visibility``, applied before ranking like the ACL."""
+    when the other script holds under ``min_share`` of the visible chunks, so a vault in one
+    language ranks as without it; the narrowing is a ``Visibility``, applied before ranking like
+    the ACL and the filters."""
 
     step = Step.CROSSLANG
     label = "cross-language route"
@@ -243,8 +244,9 @@ class TranslatedRoute:
     translated into index tokens of that script (step "Translated BM25"): by the bundled
     bilingual dictionary (CC-CEDICT; route "translated"), or by the chat model when one is
     configured (route "translated-llm"). Names written in Latin letters (``APIRouter``) are
-    kept as they are. It does not run when no visible chunk is in the other script, nor when
-    nothing of the question translates; a failed LLM call is a warning, never an error."""
+    kept as they are. It does not run when the other script holds under ``min_share`` of the
+    visible chunks, nor when nothing of the question translates; a failed LLM call is a
+    warning, never an error."""
 
     step = Step.TRANSLATED
 
