@@ -16,8 +16,9 @@ known translation in the other. A query is written from one section of one langu
 
 A (kind, anchor) query is kept only when both twins give one, so the zh and en query sets are
 translations of each other. The gold document is the query's twin note (or, for a control, its
-own note). Anchors (``{ #defaults }``), front matter and the H1 line are removed from the notes:
-the anchors are English in both languages and would give BM25 a bridge that real notes do not have.
+own note). Front matter, the H1 line (it becomes the title) and the anchors (``{ #defaults }``,
+English in both languages) are removed from the notes; sunlib's parser drops anchors from chunks
+anyway, so the chunks are those of the notes as they are (and their cached vectors can be reused).
 
 Three corpora, each a BEIR folder with one split per query language and half:
 
@@ -34,8 +35,9 @@ Dev and test halves split the pairs (all queries of one note are in the same hal
 the en path, as do sides A and B (another bit of it): nothing is random. Methods are chosen on the
 ``*-dev`` splits and reported on ``*-test``.
 
-``seed``: copy the vectors of the en and zh eval indexes into the mixed one's embedding cache
-(same text, same hash), so the mixed corpus embeds nothing that was embedded already:
+``seed``: copy the embedding cache of other indexes (same text, same hash) into an eval index, after a
+``--mode bm25`` run created it and before a hybrid run embeds: the mixed corpus from the en and zh ones,
+or any of them from an index of the FastAPI folders themselves:
 
     python benchmarks/crosslang_pairs.py seed $SUNLIB_HOME/eval/fastapi-xlang-mixed-*/index/sunlib.db \\
         $SUNLIB_HOME/eval/fastapi-xlang-en-*/index/sunlib.db $SUNLIB_HOME/eval/fastapi-xlang-zh-*/index/sunlib.db
