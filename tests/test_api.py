@@ -28,7 +28,7 @@ from sse import sse
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
 from sunlib.server import create_app
-from sunlib.steps import ASK_STEPS, Step
+from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 
 SAMPLE_QA = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
 ANSWERED = "What is the SUNLIB_HOME environment variable used for?"
@@ -36,7 +36,7 @@ REFUSED = "Which port does the sunlib web server listen on?"
 TOKENS = {"tok-ops": ["ops"], "tok-team": ["team"]}
 OPS = {"Authorization": "Bearer tok-ops"}
 TEAM = {"Authorization": "Bearer tok-team"}
-RETRIEVAL = (Step.ROUTE, Step.BM25, Step.DENSE, Step.FUSION, Step.RERANK, Step.SELECT)
+RETRIEVAL = (Step.ROUTE, *RETRIEVAL_STEPS, Step.RERANK, Step.SELECT)
 ALL_STEPS = ASK_STEPS
 
 
@@ -107,8 +107,8 @@ def e5_api(e5_library: Library) -> Api:
     [
         ("bm25", [Step.BM25]),
         ("dense", [Step.DENSE]),
-        ("hybrid", [Step.BM25, Step.DENSE, Step.FUSION]),
-        (None, [Step.BM25, Step.DENSE, Step.FUSION]),  # the configured default
+        ("hybrid", list(RETRIEVAL_STEPS)),  # the sample vault is bilingual: the cross-language routes run
+        (None, list(RETRIEVAL_STEPS)),  # the configured default
     ],
 )
 def test_search_modes_return_cited_snippets(
@@ -137,7 +137,7 @@ def test_search_modes_return_cited_snippets(
         if mode in ("bm25", "dense"):
             assert set(hit["routes"]) == {mode}
         else:
-            assert hit["routes"] and set(hit["routes"]) <= {"bm25", "dense"}
+            assert hit["routes"] and set(hit["routes"]) <= {"bm25", "dense", "crosslang", "translated"}
 
 
 def test_search_filters_narrow_results(api: Api) -> None:

@@ -29,7 +29,7 @@ from sunlib.contracts import AskResult, Evidence, StepTrace, to_jsonable
 from sunlib.errors import MissingCredentials
 from sunlib.providers.registry import create_writer
 from sunlib.providers.writers.llm import SYSTEM_PROMPT
-from sunlib.steps import Step
+from sunlib.steps import RETRIEVAL_STEPS, Step
 from sunlib.text.refs import REF
 
 QUESTION = "When does the quokka festival in Vellington open?"
@@ -51,7 +51,7 @@ OTTER_NOTE = f"# Otter regatta\n\n{OTTER_SENTENCE}\n"
 INVENTED = "Dragons guard the copper mines beneath Zanzibar every single winter."
 FAKE_ID = "chk_0123456789abcdef"
 SECRET = "sk-test-secret-7f3a9c"
-RETRIEVAL = (Step.BM25, Step.DENSE, Step.FUSION, Step.RERANK, Step.SELECT)
+RETRIEVAL = (*RETRIEVAL_STEPS, Step.RERANK, Step.SELECT)
 
 
 # -- fixtures and helpers ------------------------------------------------------------------

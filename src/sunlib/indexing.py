@@ -176,6 +176,32 @@ def rescore_space(settings: Settings) -> tuple[Embedder, Space] | None:
     return embedder, space_for(embedder, settings.index)
 
 
+def crosslang_provider(settings: Settings, embedder: Embedder) -> str | None:
+    """The provider whose space the cross-language route searches; None when the route is off."""
+    search = settings.search
+    if not search.crosslang:
+        return None
+    name = search.crosslang_provider.strip().lower()
+    if name in ("", "none", "off"):
+        return None
+    if name == "auto":
+        return embedder.crosslang_partner or embedder.provider
+    return name
+
+
+def crosslang_space(settings: Settings, embedder: Embedder, space: Space) -> tuple[Embedder, Space] | None:
+    """The embedder and space of the cross-language route: the active ones when its provider is the
+    active provider, else a second space that ``sunlib index`` fills beside the first."""
+    provider = crosslang_provider(settings, embedder)
+    if provider is None:
+        return None
+    if provider == embedder.provider:
+        return embedder, space
+    embedding = settings.embedding.model_copy(update={"provider": provider, "model": None, "dimensions": None})
+    second = create_embedder(embedding)
+    return second, space_for(second, settings.index)
+
+
 def embed_pending(
     store: Store,
     embedder: Embedder,

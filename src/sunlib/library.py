@@ -24,9 +24,11 @@ from .compose import Shared, ThreadStores
 from .config import Settings, load_settings, merge
 from .contracts import AskResult, SearchFilters, SearchResult
 from .errors import UserError
-from .indexing import IndexReport, Progress, embed_pending, rescore_space, space_for, sync_text
+from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
+from .providers.chat import ChatModel
+from .providers.registry import chat_model_names, create_chat_model
 from .retrieve import SearchEngine, SearchRequest
 from .store import Space, SqliteStore
 from .trace import Listener, Tracer
@@ -125,6 +127,31 @@ class Library:
     def space(self) -> Space:
         return space_for(self.embedder, self._settings.index)
 
+    @property
+    def crosslang(self) -> tuple[Embedder, Space] | None:
+        """The cross-language route's embedder and space (``[search] crosslang``); None when it is off."""
+        s = self._settings
+        key = (
+            "crosslang",
+            s.search.crosslang,
+            s.search.crosslang_provider,
+            s.embedding.model_dump_json(),
+            s.index.model_dump_json(),
+        )
+        return self._shared.part(key, lambda: crosslang_space(s, self.embedder, self.space))
+
+    @property
+    def translator(self) -> ChatModel | None:
+        """The chat model that translates cross-language questions for BM25: the writer's LLM
+        (``[answer] writer`` openai or llama-cpp, configured by ``[llm]``) when ``[search]
+        crosslang_llm`` is "auto"; None otherwise. Created on first use, never called unless a
+        question and some visible chunks are in different scripts."""
+        s = self._settings
+        if not s.search.crosslang or s.search.crosslang_llm == "off" or s.answer.writer not in chat_model_names():
+            return None
+        key = ("chat", s.answer.writer, s.llm.model_dump_json())
+        return self._shared.part(key, lambda: create_chat_model(s.answer.writer, s.llm))
+
     def _rescore(self) -> tuple[Embedder, Space] | None:
         s = self._settings
         key = ("rescore", s.answer.rescore_provider, s.embedding.model_dump_json(), s.index.model_dump_json())
@@ -163,10 +190,12 @@ class Library:
         report = report or IndexReport()
         batch = self.settings.embedding.batch_size
         embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
-        rescore = self._rescore()
-        if rescore is not None:  # vectors for the fusion reranker, in their own space
-            embedder, space = rescore
-            embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
+        done = {self.space.name}
+        for second in (self.crosslang, self._rescore()):  # the cross-language route's, the fusion reranker's
+            if second is not None and second[1].name not in done:
+                embedder, space = second
+                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
+                done.add(space.name)
         return report
 
     def search(
@@ -181,11 +210,14 @@ class Library:
     ) -> SearchResult:
         mode = mode or self.settings.search.mode
         needs_vectors = mode in ("dense", "hybrid")
+        crosslang = self.crosslang if mode == "hybrid" else None
         engine = SearchEngine(
             self.store,
             self.settings.search,
             self.space if needs_vectors else None,
             self.embedder.embed_query if needs_vectors else None,
+            crosslang=(crosslang[1], crosslang[0].embed_query) if crosslang is not None else None,
+            chat=self.translator if mode == "hybrid" else None,
         )
         request = SearchRequest(
             query=query,

@@ -22,6 +22,8 @@ class Step(StrEnum):
     ROUTE = "Intent Router"
     BM25 = "BM25 Retrieval"
     DENSE = "Dense Retrieval"
+    CROSSLANG = "Cross-language Retrieval"
+    TRANSLATED = "Translated BM25"
     FUSION = "Hybrid Fusion"
     RERANK = "Reranking"
     SELECT = "Selection/Refusal"
@@ -37,6 +39,8 @@ ASK_STEPS: tuple[Step, ...] = (
     Step.ROUTE,
     Step.BM25,
     Step.DENSE,
+    Step.CROSSLANG,
+    Step.TRANSLATED,
     Step.FUSION,
     Step.RERANK,
     Step.SELECT,
@@ -46,8 +50,15 @@ ASK_STEPS: tuple[Step, ...] = (
     Step.VERIFY,
     Step.SUMMARY,
 )
-RETRIEVAL_STEPS: tuple[Step, ...] = (Step.BM25, Step.DENSE, Step.FUSION)
-ROUTE_STEPS = {"bm25": Step.BM25, "dense": Step.DENSE}  # a retrieval route's name -> its step
+RETRIEVAL_STEPS: tuple[Step, ...] = (Step.BM25, Step.DENSE, Step.CROSSLANG, Step.TRANSLATED, Step.FUSION)
+# a retrieval route's name -> its step
+ROUTE_STEPS = {
+    "bm25": Step.BM25,
+    "dense": Step.DENSE,
+    "crosslang": Step.CROSSLANG,
+    "translated": Step.TRANSLATED,
+    "translated-llm": Step.TRANSLATED,
+}
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,18 @@ _INFO = (
     StepInfo(Step.ROUTE, "route", "direct reply or look up", ("route", "reason", "confidence", "router", "fallback")),
     StepInfo(Step.BM25, "bm25", "BM25 over the visible chunks"),
     StepInfo(Step.DENSE, "dense", "k nearest vectors among the visible chunks"),
+    StepInfo(
+        Step.CROSSLANG,
+        "crosslang",
+        "k nearest vectors among the visible chunks in the other script than the question's",
+        ("question_script", "searched_script", "searched_chunks", "space"),
+    ),
+    StepInfo(
+        Step.TRANSLATED,
+        "translated",
+        "BM25 among the chunks in the other script, with the question translated",
+        ("route", "source", "question_script", "searched_script", "translation", "terms"),
+    ),
     StepInfo(Step.FUSION, "fusion", "the routes' lists fused into one"),
     StepInfo(Step.RERANK, "rerank", "candidates rescored for selection"),
     StepInfo(

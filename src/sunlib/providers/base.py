@@ -26,6 +26,9 @@ class Embedder(ABC):
     provider: str
     model: str
     dim: int
+    # The bundled model whose second space the cross-language route searches when
+    # ``[search] crosslang_provider = "auto"``; None: this embedder's own space.
+    crosslang_partner: str | None = "use"
 
     @abstractmethod
     def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:

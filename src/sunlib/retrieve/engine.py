@@ -14,6 +14,7 @@ import numpy as np
 from ..config import SearchSettings
 from ..contracts import MODES, Citation, Hit, RouteScore, SearchFilters, SearchResult
 from ..errors import UserError
+from ..providers.chat import ChatModel
 from ..store import ChunkRow, Space, Store, Visibility
 from ..text import query_terms
 from ..trace import Tracer
@@ -44,11 +45,13 @@ class SearchEngine:
         space: Space | None,
         embed_query: Callable[[str], np.ndarray] | None,
         retriever: Retriever | None = None,
+        crosslang: tuple[Space, Callable[[str], np.ndarray]] | None = None,
+        chat: ChatModel | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.space = space
-        self.retriever = retriever or Retriever.default(store.lexical, store.vectors, settings, space, embed_query)
+        self.retriever = retriever or Retriever.default(store, settings, space, embed_query, crosslang, chat)
 
     def search(self, req: SearchRequest, tracer: Tracer | None = None) -> SearchResult:
         _validate(req)

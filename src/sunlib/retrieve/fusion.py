@@ -66,9 +66,16 @@ def fuse(
     weights: Mapping[str, float] | None = None,
     k: int = 60,
     unscored: Mapping[str, Collection[str]] | None = None,
+    scopes: Mapping[str, Collection[str]] | None = None,
 ) -> list[Fused]:
-    """Fuse ranked (key, score) lists, best first. ``unscored``: per route, keys it cannot
-    score at all (not merely ranked below its pool); those it did not return are filled in."""
+    """Fuse ranked (key, score) lists, best first.
+
+    ``unscored``: per route, keys it cannot score at all (not merely ranked below its pool); those
+    it did not return are filled in. ``scopes``: for a route that searches part of the collection
+    only (the cross-language routes search the other script), the keys it could have returned.
+    With z-score fusion, an item of that scope the route did not return counts at the route's
+    lowest z, as usual; an item outside it counts as neutral (z = 0, rank 0, contribution 0): the
+    route says nothing about it."""
     if method not in FUSIONS:
         raise ConfigError(f"unknown fusion {method!r}; choose one of: {', '.join(FUSIONS)}")
     weights = weights or {}
@@ -84,9 +91,11 @@ def fuse(
         if method == "zscore" and scores:
             # An item this route did not return counts at the route's lowest z (rank 0 = absent).
             floors[route] = RouteScore(0, min(scores), w * norm(0, min(scores)))
-    for routes in per_route.values():
+    scopes = scopes or {}
+    for key, routes in per_route.items():
         for route, floor in floors.items():
-            routes.setdefault(route, floor)
+            scope = scopes.get(route)
+            routes.setdefault(route, floor if scope is None or key in scope else RouteScore(0, 0.0, 0.0))
     filled = _fill_in(per_route, norms, unscored, weights) if unscored else {}
     fused = [
         Fused(key, sum(r.contribution for r in routes.values()), routes, filled.get(key, ()))

@@ -1,9 +1,12 @@
 """The Retriever: any number of named routes, fused by ``fuse``.
 
-Its default configuration is today's two routes, BM25 ("bm25") and dense ("dense"). A mode
-picks routes by name: "hybrid" runs them all, any other mode the route of that name. With
-two lists or more, "Hybrid Fusion" fuses them (every item keeps each route's rank, score and
-contribution); a single list is ranked as it is, equal scores ordered by chunk id.
+Its default configuration is BM25 ("bm25") and dense ("dense"), and, with ``[search] crosslang``
+(on by default), the cross-language routes: dense in a second space ("crosslang") and BM25 on a
+translated question ("translated", "translated-llm"), both among the chunks in the other script
+than the question's. A mode picks routes by name: "hybrid" runs them all, any other mode the
+route of that name. With two lists or more, "Hybrid Fusion" fuses them (every item keeps each
+route's rank, score and contribution); a single list is ranked as it is, equal scores ordered by
+chunk id.
 
 While vectors are still being computed, the dense route cannot score some of the chunks BM25
 finds. Before fusing, each route is asked which of the chunks it did not return it cannot score
@@ -26,11 +29,20 @@ import numpy as np
 
 from ..config import SearchSettings
 from ..contracts import RouteScore
+from ..providers.chat import ChatModel
 from ..steps import Step
-from ..store import LexicalIndex, Space, VectorIndex, Visibility
+from ..store import Space, Store, Visibility
 from ..trace import Tracer
 from .fusion import fuse
-from .routes import DenseRoute, LexicalRoute, Route
+from .routes import (
+    CrossLanguageRoute,
+    DenseRoute,
+    LexicalRoute,
+    Route,
+    TranslatedRoute,
+    dictionary_translation,
+    llm_translator,
+)
 
 
 @dataclass(frozen=True)
@@ -53,20 +65,55 @@ class Retriever:
     @classmethod
     def default(
         cls,
-        lexical: LexicalIndex,
-        vectors: VectorIndex,
+        store: Store,
         settings: SearchSettings,
         space: Space | None,
         embed_query: Callable[[str], np.ndarray] | None,
+        crosslang: tuple[Space, Callable[[str], np.ndarray]] | None = None,
+        chat: ChatModel | None = None,
     ) -> Retriever:
-        """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``."""
-        return cls(
-            [
-                LexicalRoute(lexical, settings.bm25_weight),
-                DenseRoute(vectors, space, embed_query, settings.dense_weight),
-            ],
-            settings,
-        )
+        """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``. With ``[search]
+        crosslang``: the cross-language route when ``crosslang`` (a space and its query embedder) is
+        given (``crosslang_weight``), BM25 on the dictionary's translation (``dictionary_weight``),
+        and BM25 on the chat model's translation when ``chat`` is given (``llm_weight``)."""
+        routes: list[Route] = [
+            LexicalRoute(store.lexical, settings.bm25_weight),
+            DenseRoute(store.vectors, space, embed_query, settings.dense_weight),
+        ]
+        if crosslang is not None and settings.crosslang:
+            routes.append(
+                CrossLanguageRoute(
+                    store,
+                    store.vectors,
+                    crosslang[0],
+                    crosslang[1],
+                    settings.crosslang_weight,
+                    min_share=settings.crosslang_min_share,
+                )
+            )
+        if settings.crosslang and settings.crosslang_dictionary:
+            routes.append(
+                TranslatedRoute(
+                    store,
+                    store.lexical,
+                    dictionary_translation,
+                    settings.dictionary_weight,
+                    min_share=settings.crosslang_min_share,
+                )
+            )
+        if settings.crosslang and chat is not None:
+            routes.append(
+                TranslatedRoute(
+                    store,
+                    store.lexical,
+                    llm_translator(chat),
+                    settings.llm_weight,
+                    "translated-llm",
+                    chat.model,
+                    min_share=settings.crosslang_min_share,
+                )
+            )
+        return cls(routes, settings)
 
     def routes_for(self, mode: str) -> tuple[Route, ...]:
         return self.routes if mode == "hybrid" else tuple(r for r in self.routes if r.name == mode)
@@ -86,9 +133,19 @@ class Retriever:
             return _single(lists)
         s = self.settings
         weights = {r.name: r.weight for r in routes}
+        scopes: dict[str, set[str]] = {}
+        if s.crosslang_fusion == "neutral":
+            everything = list(dict.fromkeys(key for items in lists.values() for key, _ in items))
+            for route in routes:
+                in_scope = getattr(route, "in_scope", None)
+                if in_scope is not None and route.name in lists:
+                    returned = {key for key, _ in lists[route.name]}
+                    scopes[route.name] = returned | in_scope(
+                        query, visibility, [k for k in everything if k not in returned]
+                    )
         with tracer.step(Step.FUSION, " + ".join(f"{len(v)} {k}" for k, v in lists.items())) as step:
             unscored = _unscored(routes, lists) if s.fill_missing else {}
-            fused = fuse(lists, s.fusion, weights, s.rrf_k, unscored)
+            fused = fuse(lists, s.fusion, weights, s.rrf_k, unscored, scopes)
             filled = sum(1 for f in fused if f.filled)
             step.done(
                 f"{len(fused)} unique chunks" + (f", {filled} filled in for missing vectors" if filled else ""),

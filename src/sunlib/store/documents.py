@@ -282,6 +282,23 @@ class SqliteDocuments:
         rows = self.db.conn.execute(f"SELECT chunk_id FROM chunks WHERE id IN ({sql}) ORDER BY id", params)
         return [str(r[0]) for r in rows]
 
+    def count_visible(self, visibility: Visibility) -> int:
+        """How many chunks a visibility lets through (a count of its cached TEMP table)."""
+        return int(self.db.one(f"SELECT count(*) FROM temp.{self.db.visible_table(visibility)}") or 0)
+
+    def filter_visible(self, visibility: Visibility, chunk_ids: Sequence[str]) -> set[str]:
+        """The chunk ids among ``chunk_ids`` that a visibility lets through."""
+        table = self.db.visible_table(visibility)
+        found: set[str] = set()
+        for batch in batches(list(dict.fromkeys(chunk_ids))):
+            marks = ",".join("?" * len(batch))
+            rows = self.db.conn.execute(
+                f"SELECT chunk_id FROM chunks WHERE chunk_id IN ({marks}) AND id IN (SELECT id FROM temp.{table})",
+                batch,
+            )
+            found.update(str(r[0]) for r in rows)
+        return found
+
     def counts(self) -> Counts:
         return Counts(
             int(self.db.one("SELECT count(*) FROM notes") or 0),

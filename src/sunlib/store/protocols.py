@@ -26,6 +26,7 @@ backend's partial write), so vectors converge on the text.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ import numpy as np
 
 from ..contracts import Chunk, Note, SearchFilters
 from ..ingest.ids import sha256_hex
+from ..text.tokens import SCRIPTS
 
 
 @dataclass(frozen=True)
@@ -47,16 +49,26 @@ class Visibility:
 
     principals: tuple[str, ...] = ("public",)
     filters: SearchFilters = field(default_factory=SearchFilters)
+    # Narrowed by a route, never by a caller: "cjk" keeps the chunks written in CJK characters,
+    # "other" the rest (``text.tokens.text_script``: CJK characters at least as many as the other
+    # words); the cross-language routes search the script the question is not written in.
+    script: str | None = None
 
     @property
     def key(self) -> tuple[object, ...]:
         """One value per meaning (principals sorted, without repeats): what backends cache on.
         ``principals`` itself keeps the caller's order, as traces show it."""
-        return (tuple(sorted(set(self.principals))), self.filters)
+        return (tuple(sorted(set(self.principals))), self.filters, self.script)
 
     @classmethod
     def of(cls, principals: Iterable[str], filters: SearchFilters | None = None) -> Visibility:
         return cls(tuple(principals), filters or SearchFilters())
+
+    def in_script(self, script: str) -> Visibility:
+        """The same principals and filters, narrowed to chunks of one script ("cjk" or "other")."""
+        if script not in SCRIPTS:
+            raise ValueError(f"unknown script {script!r}; choose one of: {', '.join(SCRIPTS)}")
+        return dataclasses.replace(self, script=script)
 
 
 @dataclass(frozen=True)
@@ -254,6 +266,14 @@ class DocumentStore(Protocol):
     def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[ChunkRow]: ...
     def neighbours(self, chunk_id: str, radius: int) -> list[ChunkRow]: ...
     def visible_chunk_ids(self, visibility: Visibility) -> list[str]: ...
+    def count_visible(self, visibility: Visibility) -> int:
+        """How many chunks a visibility lets through."""
+        ...
+
+    def filter_visible(self, visibility: Visibility, chunk_ids: Sequence[str]) -> set[str]:
+        """The chunk ids among ``chunk_ids`` that a visibility lets through."""
+        ...
+
     def counts(self) -> Counts: ...
     # Runs: the ask pipeline's frame and trace, readable by whoever holds every principal asked as.
     def save_run(self, run: RunRecord) -> None: ...

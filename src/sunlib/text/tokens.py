@@ -73,6 +73,33 @@ def is_cjk(ch: str) -> bool:
     return bool(_CJK_RUN.fullmatch(ch))
 
 
+# Scripts, for cross-language retrieval: a text is "cjk" when its CJK characters are at least
+# as many as its other words, else "other". So "how does sunlib split 中文?" is English, a
+# Chinese note's paragraph with a line of code is Chinese, and an English release note that
+# names a Chinese article is English. The store compiles the same rule into SQL (``SCRIPT_SQL``).
+SCRIPTS = ("cjk", "other")
+CJK_GLOB = f"*[{CJK_CLASS}]*"  # SQL GLOB: the text holds a CJK character
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK_RUN.search(text) is not None
+
+
+def text_script(text: str) -> str:
+    """The script a text (a question or a chunk) is written in: "cjk" or "other"."""
+    if not has_cjk(text):
+        return "other"
+    cjk = sum(len(m) for m in _CJK_RUN.findall(text))
+    return "cjk" if cjk >= len(_WORD.findall(text)) else "other"
+
+
+query_script = text_script
+
+
+def other_script(script: str) -> str:
+    return "other" if script == "cjk" else "cjk"
+
+
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     return str(_stemmer.stemWord(word))

@@ -21,6 +21,7 @@ DEFAULT_DIM = 256
 
 class HashEmbedder(Embedder):
     provider = "hash"
+    crosslang_partner = None  # tests and smoke runs never load a model for the cross-language route
 
     def __init__(self, dim: int = DEFAULT_DIM) -> None:
         self.dim = dim

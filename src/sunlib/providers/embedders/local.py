@@ -57,6 +57,7 @@ class UseEmbedder(Embedder):
     provider = "use"
     model = "use-multilingual-v3"
     dim = 512
+    crosslang_partner = None  # it is the cross-language model: its own space serves that route
 
     def __init__(self, threads: int = 1) -> None:
         try:
