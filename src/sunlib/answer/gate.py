@@ -211,32 +211,29 @@ class ScoreGate:
         s = signals
         gate = (self.dense if s.top_cosine is not None else self.lexical).usable(s.sentence_cosine)
         score = gate.score(s.top_cosine, s.coverage, s.sentence_cosine)
-        found: list[Refusal] = []
-        if not s.content_terms:
-            found.append(refusal("no_content_terms"))
-        elif not s.kept:
-            found.append(refusal("no_evidence"))
-        else:
-            if score < gate.threshold:
-                sentence = s.sentence_cosine if gate.sentence_weight else None
-                found.append(
-                    refusal(
-                        "low_gate",
-                        gate_score=score,
-                        threshold=gate.threshold,
-                        top_cosine=s.top_cosine,
-                        coverage=s.coverage,
-                        sentence_cosine=sentence,
-                        missing_terms=list(s.missing_terms[:5]),
-                    )
-                )
-            found += _check_refusals(s)
+        low = None
+        if score < gate.threshold:
+            low = refusal(
+                "low_gate",
+                gate_score=score,
+                threshold=gate.threshold,
+                top_cosine=s.top_cosine,
+                coverage=s.coverage,
+                sentence_cosine=s.sentence_cosine if gate.sentence_weight else None,
+                missing_terms=list(s.missing_terms[:5]),
+            )
+        found = _refusals(s, low)
         return GateDecision(not found, score, gate.threshold, gate, tuple(found))
 
 
-def _check_refusals(s: GateSignals) -> list[Refusal]:
-    """The name and answer-type checks, which refuse whatever the score."""
-    found = []
+def _refusals(s: GateSignals, low: Refusal | None) -> list[Refusal]:
+    """Every reason to refuse: no word to look up, no evidence, else the gate's own (``low``) and the
+    name and answer-type checks, which refuse whatever the score."""
+    if not s.content_terms:
+        return [refusal("no_content_terms")]
+    if not s.kept:
+        return [refusal("no_evidence")]
+    found = [low] if low is not None else []
     if s.missing_names:
         found.append(refusal("missing_name", names=list(s.missing_names[:5])))
     if s.expects is not None and not s.expectation_met:
@@ -262,24 +259,17 @@ class LearnedGate:
             return self.fallback.decide(s)
         gate = Gate(self.threshold, 0.0, self.source)
         p = s.answerability.probability
-        found: list[Refusal] = []
-        if not s.content_terms:
-            found.append(refusal("no_content_terms"))
-        elif not s.kept:
-            found.append(refusal("no_evidence"))
-        else:
-            if p < self.threshold:
-                found.append(
-                    refusal(
-                        "low_answerability",
-                        probability=p,
-                        threshold=self.threshold,
-                        top_cosine=s.top_cosine,
-                        coverage=s.coverage,
-                        missing_terms=list(s.missing_terms[:5]),
-                    )
-                )
-            found += _check_refusals(s)
+        low = None
+        if p < self.threshold:
+            low = refusal(
+                "low_answerability",
+                probability=p,
+                threshold=self.threshold,
+                top_cosine=s.top_cosine,
+                coverage=s.coverage,
+                missing_terms=list(s.missing_terms[:5]),
+            )
+        found = _refusals(s, low)
         return GateDecision(not found, p, self.threshold, gate, tuple(found))
 
 
