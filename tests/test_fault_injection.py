@@ -111,9 +111,9 @@ def test_acl_after_knn_starves_the_caller_acl_inside_knn_does_not(acl_vault: Pat
                 "restricted.md"
             ), mode
 
-        # The whole pipeline: asked as ops it cites the restricted note (so it would leak if it could) ...
+        # The whole pipeline: asked as ops its evidence holds the restricted note (so it would leak if it could) ...
         ops = lib.ask(QUERY, principals=["public", "ops"], save=False)
-        assert not ops.frame.refused and "restricted.md" in {c.path for c in ops.frame.citations}
+        assert not ops.frame.refused and "restricted.md" in {e.path for e in ops.frame.evidence}
         # ... asked as public it answers from the public note only, and nothing in the frame, the trace
         # or the saved run names the ops note, its chunk or its words.
         public = lib.ask(QUERY, principals=["public"])
