@@ -119,3 +119,9 @@ class Api:
     def bearer(self, token: str | None) -> Api:
         """The same client with ``Authorization: Bearer TOKEN`` (no header for None)."""
         return self.as_({"Authorization": f"Bearer {token}"} if token else {})
+
+
+def step(result: Any, name: str) -> Any:
+    """The one trace step of ``result`` (an AskResult or SearchResult) named ``name``."""
+    (found,) = [s for s in result.trace.steps if s.name == name]
+    return found

@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 
-from clients import Api
+from clients import Api, step
 from llm_server import JUDGE_MARKS, ChatServer, sources, system_message, user_message
 from sse import sse
 from sunlib import Library
 from sunlib.answer.judge import JUDGE_MAX_TOKENS, JUDGE_PROMPT, parse_verdict
-from sunlib.contracts import AskResult, StepTrace
 from sunlib.errors import ConfigError
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.server.app import create_app
@@ -54,11 +53,6 @@ def open_lib(vault: Path, chat_server: ChatServer) -> Iterator[Callable[..., Lib
     yield make
     for lib in libs:
         lib.close()
-
-
-def step(result: AskResult, name: str) -> StepTrace:
-    (found,) = [s for s in result.trace.steps if s.name == name]
-    return found
 
 
 def grounded(body: dict[str, Any]) -> str:

@@ -19,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from clients import step
 from llm_server import ChatServer, sources, system_message, user_message
 from sunlib import Library
 from sunlib.answer.context import Budget, build_context
 from sunlib.answer.router import DIRECT_REPLY, ROUTER_PROMPT
 from sunlib.answer.stages import CONFIDENCE_NOTES
 from sunlib.config import load_settings
-from sunlib.contracts import AskResult, Evidence, StepTrace, to_jsonable
+from sunlib.contracts import AskResult, Evidence, to_jsonable
 from sunlib.errors import MissingCredentials
 from sunlib.providers.registry import create_writer
 from sunlib.providers.writers.llm import SYSTEM_PROMPT
@@ -91,11 +92,6 @@ def open_lib(vault: Path, server: ChatServer) -> Iterator[Callable[..., Library]
     yield make
     for lib in libs:
         lib.close()
-
-
-def step(result: AskResult, name: str) -> StepTrace:
-    (found,) = [s for s in result.trace.steps if s.name == name]
-    return found
 
 
 def quokka_chunk(body: dict[str, Any]) -> str:
