@@ -8,7 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import httpx
 from click.testing import CliRunner
 from rich.console import Console
 
+from sunlib import Library
 from sunlib.cli import common, main
 
 _RUNNER = CliRunner()
@@ -125,3 +126,40 @@ def step(result: Any, name: str) -> Any:
     """The one trace step of ``result`` (an AskResult or SearchResult) named ``name``."""
     (found,) = [s for s in result.trace.steps if s.name == name]
     return found
+
+
+OPEN_GATE = {"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+
+
+@contextlib.contextmanager
+def llm_libraries(
+    vault: Path, base_url: str, notes: Mapping[str, str], **answer: Any
+) -> Iterator[Callable[..., Library]]:
+    """``make(**sections)`` opens a Library on VAULT plus NOTES (path -> text) with the OpenAI
+    writer pointed at the local chat server at BASE_URL and the refusal gate opened (``answer``
+    adds to ``OPEN_GATE``); ``sections`` may override ``answer`` and ``llm`` and add any other
+    settings section. The first library opened indexes (the hash embedder keeps it fast)."""
+    for rel, text in notes.items():
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(text, encoding="utf-8")
+    libs: list[Library] = []
+
+    def make(**sections: Any) -> Library:
+        llm = {"base_url": base_url, "model": "test-model", "timeout_s": 2, "max_retries": 1}
+        lib = Library.open(
+            vault,
+            embedding={"provider": "hash"},
+            answer={**OPEN_GATE, **answer, **sections.pop("answer", {})},
+            llm={**llm, **sections.pop("llm", {})},
+            **sections,
+        )
+        if not libs:
+            lib.index()
+        libs.append(lib)
+        return lib
+
+    try:
+        yield make
+    finally:
+        for lib in libs:
+            lib.close()

@@ -16,6 +16,7 @@ from store_helpers import chunk_of
 from sunlib import Library
 from sunlib.contracts import SearchResult
 from sunlib.retrieve import fuse
+from sunlib.retrieve.fusion import RouteScore
 from sunlib.steps import Step
 
 QUERY = "lighthouse keeper tide log"
@@ -186,3 +187,18 @@ def test_filled_in_from_a_floor_and_with_zero_weights() -> None:
     zero = fuse({"bm25": BM25, "dense": DENSE}, "minmax", {"bm25": 0.0, "dense": 1.0}, 60, {"dense": {"a"}})
     a = {f.key: f for f in zero}["a"]
     assert a.filled == ("dense",) and a.routes["dense"].contribution == pytest.approx(1.0)  # BM25's best = 1
+
+
+def test_a_neutral_route_is_neither_filled_in_nor_averaged_over() -> None:
+    # A cross-language route searched only "x" and "y" (the other script). For "a" (question's own
+    # script, no dense vector yet) it is neutral: the dense fill-in must come from BM25 alone, and the
+    # neutral route must not be filled in even though it cannot score "a" either.
+    cross = [("x", 0.8), ("y", 0.6)]
+    lists = {"bm25": BM25, "dense": DENSE, "crosslang": cross}
+    weights = {"bm25": 0.5, "dense": 0.5, "crosslang": 0.25}
+    scopes = {"crosslang": {"x", "y"}}
+    fused = fuse(lists, "zscore", weights, 60, {"dense": {"a"}, "crosslang": {"a"}}, scopes)
+    a = {f.key: f for f in fused}["a"]
+    assert a.filled == ("dense",)
+    assert a.routes["crosslang"] == RouteScore(0, 0.0, 0.0)
+    assert a.routes["dense"].contribution == pytest.approx(a.routes["bm25"].contribution)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from clients import Api, step
+from clients import Api, llm_libraries, step
 from llm_server import JUDGE_MARKS, ChatServer, sources, system_message, user_message
 from sse import sse
 from sunlib import Library
@@ -36,23 +36,9 @@ NO = '{"answerable": false, "reason": "the notes name the festival but not its o
 @pytest.fixture
 def open_lib(vault: Path, chat_server: ChatServer) -> Iterator[Callable[..., Library]]:
     """Library.open on the vault plus two notes, pointed at the test server; indexes once."""
-    (vault / "events").mkdir()
-    (vault / "events" / "quokka.md").write_text(QUOKKA_NOTE, encoding="utf-8")
-    (vault / "events" / "袋鼠节.md").write_text(ZH_NOTE, encoding="utf-8")
-    libs: list[Library] = []
-
-    def make(**answer: Any) -> Library:
-        settings = {"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
-        llm = {"base_url": chat_server.base_url, "model": "test-model", "timeout_s": 2, "max_retries": 1}
-        lib = Library.open(vault, embedding={"provider": "hash"}, answer={**settings, **answer}, llm=llm)
-        if not libs:
-            lib.index()
-        libs.append(lib)
-        return lib
-
-    yield make
-    for lib in libs:
-        lib.close()
+    notes = {"events/quokka.md": QUOKKA_NOTE, "events/袋鼠节.md": ZH_NOTE}
+    with llm_libraries(vault, chat_server.base_url, notes) as make:
+        yield lambda **answer: make(answer=answer)
 
 
 def grounded(body: dict[str, Any]) -> str:

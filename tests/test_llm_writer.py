@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from clients import step
+from clients import llm_libraries, step
 from llm_server import ChatServer, sources, system_message, user_message
 from sunlib import Library
 from sunlib.answer.context import Budget, build_context
@@ -67,31 +67,9 @@ def server(chat_server: ChatServer) -> ChatServer:
 @pytest.fixture
 def open_lib(vault: Path, server: ChatServer) -> Iterator[Callable[..., Library]]:
     """Library.open on the vault (plus the quokka and otter notes), pointed at the server; indexes once."""
-    (vault / "events").mkdir()
-    (vault / QUOKKA_PATH).write_text(QUOKKA_NOTE, encoding="utf-8")
-    (vault / "events" / "otter.md").write_text(OTTER_NOTE, encoding="utf-8")
-    libs: list[Library] = []
-
-    def make(**sections: dict[str, Any]) -> Library:
-        answer = {
-            "writer": "openai",
-            "router": "rules",
-            "gate_threshold": 0.0,
-            "gate_threshold_bm25": 0.0,
-            "answerable_threshold": 0.0,
-        }
-        llm = {"base_url": server.base_url, "model": "test-model", "timeout_s": 2, "max_retries": 1}
-        answer.update(sections.pop("answer", {}))
-        llm.update(sections.pop("llm", {}))
-        lib = Library.open(vault, embedding={"provider": "hash"}, answer=answer, llm=llm, **sections)
-        if not libs:
-            lib.index()
-        libs.append(lib)
-        return lib
-
-    yield make
-    for lib in libs:
-        lib.close()
+    notes = {QUOKKA_PATH: QUOKKA_NOTE, "events/otter.md": OTTER_NOTE}
+    with llm_libraries(vault, server.base_url, notes, answerable_threshold=0.0) as make:
+        yield make
 
 
 def quokka_chunk(body: dict[str, Any]) -> str:

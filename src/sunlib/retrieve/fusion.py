@@ -96,7 +96,7 @@ def fuse(
         for route, floor in floors.items():
             scope = scopes.get(route)
             routes.setdefault(route, floor if scope is None or key in scope else RouteScore(0, 0.0, 0.0))
-    filled = _fill_in(per_route, norms, unscored, weights) if unscored else {}
+    filled = _fill_in(per_route, norms, unscored, weights, scopes) if unscored else {}
     fused = [
         Fused(key, sum(r.contribution for r in routes.values()), routes, filled.get(key, ()))
         for key, routes in per_route.items()
@@ -110,16 +110,19 @@ def _fill_in(
     norms: Mapping[str, Callable[[int, float], float]],
     unscored: Mapping[str, Collection[str]],
     weights: Mapping[str, float],
+    scopes: Mapping[str, Collection[str]],
 ) -> dict[str, tuple[str, ...]]:
     """Give each route that cannot score an item (and did not return it) the contribution
-    weight x (weighted mean normalised value of the routes that can), in place.
+    weight x (weighted mean normalised value of the routes that can), in place. A route that
+    counts the item as neutral (outside its scope) is neither filled in nor averaged over.
     Returns the filled-in routes per key."""
     ws = {r: weights.get(r, 1.0) for r in norms}
     filled: dict[str, tuple[str, ...]] = {}
     for key in {key for route in norms for key in unscored.get(route, ()) if key in per_route}:
         routes = per_route[key]
-        blind = tuple(r for r in norms if key in unscored.get(r, ()) and (r not in routes or routes[r].rank == 0))
-        seeing = [r for r in norms if r not in blind]
+        judging = [r for r in norms if r not in scopes or key in scopes[r]]
+        blind = tuple(r for r in judging if key in unscored.get(r, ()) and (r not in routes or routes[r].rank == 0))
+        seeing = [r for r in judging if r not in blind]
         if not blind or not seeing:
             continue
         # A seeing route that did not return the key counts as it does in the fused score: at
