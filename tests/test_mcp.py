@@ -45,7 +45,8 @@ VISIBLE = {  # which internal notes each token's principals may read
     "tok-ops": {RUNBOOK, ROADMAP},
 }
 OPS_QUESTION = "How are nightly snapshots rotated and checked?"
-OPEN_THRESHOLDS = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
+# the HTTP server answers (gate thresholds at 0); without the sentence model, which takes seconds to load
+OPEN_GATE = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0, "sentence_model": "none"}
 
 
 def _vault_with_index(root: Path, hash_index: Path) -> Path:
@@ -125,6 +126,8 @@ def stdio(tmp_path_factory: pytest.TempPathFactory, hash_index: Path, ids: dict[
     vault = _vault_with_index(root, hash_index)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUNLIB_")}
     env |= {"SUNLIB_HOME": str(root / "home"), "SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    # a fresh process: leave out the two parts that take seconds to load (the gate still refuses)
+    env |= {"SUNLIB_ANSWER__SENTENCE_MODEL": "none", "SUNLIB_SEARCH__CROSSLANG_DICTIONARY": "false"}
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "sunlib", "mcp", "--vault", str(vault), "--read-only"], env=env
     )
@@ -216,7 +219,7 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> Iterator[tuple[str, Library]]:
     vault = _vault_with_index(tmp_path_factory.mktemp("mcp_http"), hash_index)
-    lib = Library.open(vault, embedding={"provider": "hash"}, answer=OPEN_THRESHOLDS, server={"tokens": TOKENS})
+    lib = Library.open(vault, embedding={"provider": "hash"}, answer=OPEN_GATE, server={"tokens": TOKENS})
     lib.index()
     with Served(create_app(lib)) as url:
         yield url, lib
@@ -225,9 +228,12 @@ def served(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> Iterat
 
 @asynccontextmanager
 async def connect(url: str, token: str) -> AsyncIterator[Client]:
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
-        async with Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
-            yield client
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=120) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        yield client
 
 
 def over_http(url: str, token: str, calls: Callable[[Client], Awaitable[Any]]) -> Any:
@@ -293,7 +299,7 @@ def test_http_acl_matrix(served: tuple[str, Library], ids: dict[str, str]) -> No
 
 
 def test_http_ask_answers_with_citations_to_open(served: tuple[str, Library]) -> None:
-    url, lib = served
+    url, _ = served
 
     async def calls(client: Client) -> tuple[dict[str, Any], list[str]]:
         asked = payload(await client.call_tool("ask", {"question": OPS_QUESTION}))

@@ -41,6 +41,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 from starlette.requests import Request
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .. import __version__
@@ -166,9 +167,7 @@ class SunlibTools:
         when you need an answer rather than passages."""
         principals = self.principals(ctx)
         with _tool_errors():
-            result = self.state.library.search(
-                query, mode, (filters or Filters()).contract(), principals, limit=limit
-            )
+            result = self.state.library.search(query, mode, (filters or Filters()).contract(), principals, limit=limit)
         hits = [
             {
                 "rank": i,
@@ -398,7 +397,7 @@ def mount(app: FastAPI, state: ServerState) -> None:
     server.streamable_http_app(json_response=True, stateless_http=True, transport_security=off)
     manager = server.session_manager
     app.state.mcp_sessions = manager
-    app.add_route("/mcp", McpEndpoint(manager), include_in_schema=False)
+    app.router.routes.append(Route("/mcp", McpEndpoint(manager), include_in_schema=False))
 
 
 def sessions(app: FastAPI) -> AbstractAsyncContextManager[None]:
