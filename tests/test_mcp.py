@@ -31,8 +31,12 @@ import uvicorn
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from clients import sunlib
 from conftest import SAMPLE_VAULT
 from sunlib import Library
+from sunlib.cli.mcp import stdio_principals
+from sunlib.config import Settings
+from sunlib.errors import UserError
 from sunlib.library import DB_NAME
 from sunlib.server import create_app
 from sunlib.server.mcp import READ_TOOLS, WRITE_TOOLS
@@ -354,3 +358,29 @@ def test_http_writes_keep_the_api_rules(served: tuple[str, Library]) -> None:
     assert "mine now" not in (lib.vault / RUNBOOK).read_text(encoding="utf-8")
     seen = over_http(url, "tok-ops", lambda c: c.call_tool("get_note", {"note": "mcp/secret.md"}))
     assert "zqmcpsecretx" in payload(seen)["content"]
+
+
+# -- whom `sunlib mcp` acts as -------------------------------------------------------------------
+
+
+def test_stdio_principals_from_flags_and_config() -> None:
+    base = Settings(server={"tokens": {"tok-ops": ["ops"]}})
+    assert stdio_principals(base, None, None) == ("public",)
+    assert stdio_principals(base, ["team", "ops"], None) == ("public", "team", "ops")
+    assert stdio_principals(base, None, "tok-ops") == ("public", "ops")
+    assert stdio_principals(Settings(mcp={"principals": ["hr"]}), None, None) == ("public", "hr")
+    assert stdio_principals(Settings(search={"principals": ["public", "team"]}), None, None) == ("public", "team")
+    with pytest.raises(UserError, match="not in \\[server\\] tokens"):
+        stdio_principals(base, None, "tok-nope")
+    with pytest.raises(UserError, match="not both"):
+        stdio_principals(base, ["ops"], "tok-ops")
+
+
+def test_sunlib_mcp_bad_input_is_one_line(vault: Path) -> None:
+    unknown = sunlib("mcp", "--vault", str(vault), "--token", "nope")
+    assert unknown.returncode == 1 and unknown.stderr.strip().splitlines() == [
+        "error: unknown --token: it is not in [server] tokens"
+    ]
+    unindexed = sunlib("mcp", "--vault", str(vault))
+    assert unindexed.returncode == 1 and "has no index yet" in unindexed.stderr
+    assert len(unindexed.stderr.strip().splitlines()) == 1 and unindexed.stdout == ""
