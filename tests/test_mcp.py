@@ -223,7 +223,13 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> Iterator[tuple[str, Library]]:
     vault = _vault_with_index(tmp_path_factory.mktemp("mcp_http"), hash_index)
-    lib = Library.open(vault, embedding={"provider": "hash"}, answer=OPEN_GATE, server={"tokens": TOKENS})
+    lib = Library.open(
+        vault,
+        embedding={"provider": "hash"},
+        answer=OPEN_GATE,
+        search={"crosslang_dictionary": False},  # seconds to load, and no Chinese question here
+        server={"tokens": TOKENS},
+    )
     lib.index()
     with Served(create_app(lib)) as url:
         yield url, lib
