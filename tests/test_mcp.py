@@ -39,7 +39,7 @@ from sunlib.config import Settings
 from sunlib.errors import UserError
 from sunlib.library import DB_NAME
 from sunlib.server import create_app
-from sunlib.server.mcp import READ_TOOLS, WRITE_TOOLS
+from sunlib.server.mcp import MAX_CONTENT_CHARS, READ_TOOLS, WRITE_TOOLS
 
 TOKENS = {"tok-public": [], "tok-team": ["team"], "tok-ops": ["ops"]}
 RUNBOOK, ROADMAP, SCRATCH = "internal/ops-runbook.md", "internal/roadmap-draft.md", "internal/scratch.md"
@@ -329,6 +329,7 @@ def test_http_ask_answers_with_citations_to_open(served: tuple[str, Library]) ->
 def test_http_writes_keep_the_api_rules(served: tuple[str, Library]) -> None:
     url, lib = served
     secret = "---\nacl: [ops]\n---\n# Ops only\n\nzqmcpsecretx\n"
+    long_text = "# Long\n" + "".join(f"line {i:05d} {'x' * 40}\n" for i in range(2, 3001))  # 150,000 chars
 
     async def calls(client: Client) -> dict[str, Any]:
         return {
@@ -343,6 +344,9 @@ def test_http_writes_keep_the_api_rules(served: tuple[str, Library]) -> None:
             "secret": await client.call_tool("create_note", {"path": "mcp/secret.md", "content": secret}),
             "after": await client.call_tool("get_note", {"note": "mcp/secret.md"}),
             "touch": await client.call_tool("update_note", {"note": RUNBOOK, "content": "# mine now\n"}),
+            "long": await client.call_tool("create_note", {"path": "mcp/long.md", "content": long_text}),
+            "cut": await client.call_tool("get_note", {"note": "mcp/long.md"}),
+            "tail": await client.call_tool("get_note", {"note": "mcp/long.md", "start_line": 2500}),
         }
 
     out = over_http(url, "tok-public", calls)
@@ -362,6 +366,11 @@ def test_http_writes_keep_the_api_rules(served: tuple[str, Library]) -> None:
     assert payload(out["secret"])["path"] == "mcp/secret.md" and "not_found" in error_text(out["after"])
     assert "not_found" in error_text(out["touch"])
     assert "mine now" not in (lib.vault / RUNBOOK).read_text(encoding="utf-8")
+    # a long note is cut for the model's context, and says where to read on
+    cut, tail = payload(out["cut"]), payload(out["tail"])
+    assert cut["truncated"] is True and len(cut["content"]) == MAX_CONTENT_CHARS and cut["total_lines"] == 3001
+    assert cut["end_line"] == 1 + cut["content"].count("\n") < 3001
+    assert tail["truncated"] is False and tail["content"].startswith("line 02500 ")
     seen = over_http(url, "tok-ops", lambda c: c.call_tool("get_note", {"note": "mcp/secret.md"}))
     assert "zqmcpsecretx" in payload(seen)["content"]
 

@@ -59,6 +59,9 @@ WRITE_TOOLS = ("create_note", "update_note", "move_note")
 NOTE_URI = "sunlib://note/{note_id}{?start_line,end_line}"
 PRINCIPALS_KEY = "sunlib.principals"  # set in the ASGI scope of an /mcp request by McpEndpoint
 MAX_MULTI_GET = 20
+# A tool result goes into a model's context: past this many characters a note's text is cut (the
+# result says so), and the caller reads on with start_line/end_line. The API's own limit is 1 MB.
+MAX_CONTENT_CHARS = 100_000
 
 INSTRUCTIONS = """\
 sunlib is the user's library of Markdown notes (English and Chinese). Use `search` to find \
@@ -223,7 +226,8 @@ class SunlibTools:
         end_line: Line = None,
     ) -> dict[str, Any]:
         """Read one note: its metadata and its text, whole or lines start_line..end_line (1-based,
-        inclusive, as in citations). `content` is null when the file on disk cannot be indexed."""
+        inclusive, as in citations). Text past 100,000 characters is cut (`truncated`: read on from
+        end_line). `content` is null when the file on disk cannot be indexed."""
         principals = self.principals(ctx)
         with _tool_errors():
             return self._shaped(self._read(note, principals), start_line, end_line)
@@ -234,7 +238,12 @@ class SunlibTools:
         if text is None:
             return {**out, "content": None}
         content, first, last, total = _lines(text, start, end)
-        return {**out, "content": content, "start_line": first, "end_line": last, "total_lines": total}
+        truncated = len(content) > MAX_CONTENT_CHARS
+        if truncated:
+            content = content[:MAX_CONTENT_CHARS]
+            last = first + content.count("\n")
+        shown = {"content": content, "start_line": first, "end_line": last, "total_lines": total}
+        return {**out, **shown, "truncated": truncated}
 
     def multi_get(
         self,
