@@ -31,7 +31,7 @@ import uvicorn
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from clients import sunlib
+from clients import Api, sunlib
 from conftest import SAMPLE_VAULT
 from sunlib import Library
 from sunlib.cli.mcp import stdio_principals
@@ -262,6 +262,15 @@ def test_http_needs_a_token(served: tuple[str, Library]) -> None:
         assert r.status_code == 401 and r.json()["error"] == "unauthorized"
     tools = over_http(url, "tok-public", lambda c: c.list_tools())
     assert {t.name for t in tools.tools} == {*READ_TOOLS, *WRITE_TOOLS}
+
+
+def test_http_mount_follows_the_config(hash_library: Library) -> None:
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    # served without its lifespan (an ASGI test transport), the endpoint says it is not running
+    idle = Api(create_app(hash_library)).post("/mcp", json=hello)
+    assert idle.status_code == 503 and idle.json()["error"] == "unavailable"
+    off = Api(create_app(hash_library.with_settings(mcp={"http": False}))).post("/mcp", json=hello)
+    assert off.status_code == 404 and off.json()["error"] == "not_found"
 
 
 def test_http_acl_matrix(served: tuple[str, Library], ids: dict[str, str]) -> None:

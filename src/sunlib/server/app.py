@@ -68,8 +68,8 @@ class ServerState:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Start the worker service; at shutdown let running asks end, then close it."""
-    from .mcp import sessions
+    """Start the worker service and the /mcp transport; at shutdown let running asks end, then close them."""
+    from .mcp_http import sessions
 
     state: ServerState = app.state.sunlib
     state.jobs.start()
@@ -138,9 +138,9 @@ def create_app(library: Library) -> FastAPI:
         app.include_router(module.router)
 
     if settings.mcp.http:
-        from . import mcp
+        from . import mcp_http
 
-        mcp.mount(app, app.state.sunlib)
+        mcp_http.mount(app, app.state.sunlib)
 
     if (WEB_DIR / "index.html").is_file():
         app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")

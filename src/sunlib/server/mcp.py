@@ -4,7 +4,7 @@ Built on the official ``mcp`` SDK (``MCPServer``). One server object serves eith
 
 - **stdio** (``sunlib mcp``): the server acts as the principals it was started with (``--as``,
   ``--token`` or ``[mcp] principals``);
-- **streamable HTTP** at ``/mcp`` of ``sunlib serve`` (``mount``): every request passes
+- **streamable HTTP** at ``/mcp`` of ``sunlib serve`` (``server/mcp_http.py``): every request passes
   ``principals_for`` first, the same check as ``/api`` (bearer token -> principals; loopback
   only without tokens; the Host and cross-site checks), and the tools read the principals
   from that request. The transport is stateless: no MCP session carries an identity from
@@ -29,20 +29,13 @@ Tool names and seed 004's registry (README "MCP"): notes.search -> ``search``, r
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
-from starlette.requests import Request
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..contracts import Citation, to_jsonable
@@ -50,14 +43,13 @@ from ..errors import SunlibError
 from ..retrieve.engine import MAX_QUERY_CHARS
 from . import routes_notes as notes
 from .app import ServerState
-from .auth import principals_for
-from .errors import ApiError, body
+from .errors import ApiError
+from .mcp_http import PRINCIPALS_KEY
 from .schemas import Filters
 
 READ_TOOLS = ("search", "ask", "get_note", "multi_get", "list_notes", "status")
 WRITE_TOOLS = ("create_note", "update_note", "move_note")
 NOTE_URI = "sunlib://note/{note_id}{?start_line,end_line}"
-PRINCIPALS_KEY = "sunlib.principals"  # set in the ASGI scope of an /mcp request by McpEndpoint
 MAX_MULTI_GET = 20
 # A tool result goes into a model's context: past this many characters a note's text is cut (the
 # result says so), and the caller reads on with start_line/end_line. The API's own limit is 1 MB.
@@ -376,40 +368,3 @@ def build_server(state: ServerState, principals: tuple[str, ...] | None, read_on
     about = "A note's Markdown text, or only lines start_line..end_line (1-based, as in citations)."
     server.resource(NOTE_URI, name="note", mime_type="text/markdown", description=about)(tools.read_resource)
     return server
-
-
-# -- streamable HTTP at /mcp ---------------------------------------------------------------------
-
-
-class McpEndpoint:
-    """``/mcp``: ``principals_for`` on every request (JSON ``{error, message}`` with its 401/403
-    when it refuses), then the SDK's transport with the principals in the request's scope."""
-
-    def __init__(self, sessions: StreamableHTTPSessionManager) -> None:
-        self.sessions = sessions
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            principals = principals_for(Request(scope, receive))
-        except ApiError as exc:
-            await JSONResponse(body(exc.error, exc.message), status_code=exc.status)(scope, receive, send)
-            return
-        await self.sessions.handle_request({**scope, PRINCIPALS_KEY: principals}, receive, send)
-
-
-def mount(app: FastAPI, state: ServerState) -> None:
-    """Serve MCP at ``/mcp`` of ``app`` (stateless streamable HTTP, JSON responses); ``sessions``
-    runs the transport's task group in the app's lifespan."""
-    server = build_server(state, None, state.settings.mcp.read_only)
-    # principals_for checks Host and Origin as on /api; the SDK's own check would allow loopback names only
-    off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    server.streamable_http_app(json_response=True, stateless_http=True, transport_security=off)
-    manager = server.session_manager
-    app.state.mcp_sessions = manager
-    app.router.routes.append(Route("/mcp", McpEndpoint(manager), include_in_schema=False))
-
-
-def sessions(app: FastAPI) -> AbstractAsyncContextManager[None]:
-    """The MCP transport's lifespan (nothing when /mcp is not mounted)."""
-    manager: StreamableHTTPSessionManager | None = getattr(app.state, "mcp_sessions", None)
-    return manager.run() if manager is not None else nullcontext()
