@@ -232,6 +232,19 @@ class ServerSettings(BaseModel):
     dense_engine_numpy: bool = True  # a long-running server keeps vectors in memory (fast KNN)
 
 
+class McpSettings(BaseModel):
+    """`sunlib mcp` (stdio) and the `/mcp` endpoint of `sunlib serve` (sunlib.server.mcp)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # true: no create_note / update_note / move_note tools (neither listed nor callable)
+    read_only: bool = False
+    # whom a stdio server acts as (besides "public"); None: [search] principals. Over HTTP the
+    # bearer token decides, as on /api.
+    principals: list[str] | None = None
+    http: bool = True  # `sunlib serve` mounts the streamable HTTP transport at /mcp
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SUNLIB_", env_nested_delimiter="__", extra="forbid", frozen=True)
 
@@ -242,6 +255,7 @@ class Settings(BaseSettings):
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
 
     @classmethod
     def settings_customise_sources(

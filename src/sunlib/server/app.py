@@ -68,11 +68,14 @@ class ServerState:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Start the worker service; at shutdown let running asks end, then close it."""
+    """Start the worker service and the /mcp transport; at shutdown let running asks end, then close them."""
+    from .mcp_http import sessions
+
     state: ServerState = app.state.sunlib
     state.jobs.start()
     try:
-        yield
+        async with sessions(app):  # the /mcp transport's task group
+            yield
     finally:
         await asyncio.to_thread(state.asks.wait_idle, 30.0)
         await asyncio.to_thread(state.jobs.close)
@@ -133,6 +136,11 @@ def create_app(library: Library) -> FastAPI:
 
     for module in (routes_query, routes_runs, routes_index, routes_notes):
         app.include_router(module.router)
+
+    if settings.mcp.http:
+        from . import mcp_http
+
+        mcp_http.mount(app, app.state.sunlib)
 
     if (WEB_DIR / "index.html").is_file():
         app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")

@@ -100,8 +100,7 @@ class NoteMove(BaseModel):
 # -- the vectors job -------------------------------------------------------------------------
 
 
-def _start_vectors(request: Request, principals: tuple[str, ...], report: IndexReport) -> str | None:
-    state: ServerState = request.app.state.sunlib
+def _start_vectors(state: ServerState, principals: tuple[str, ...], report: IndexReport) -> str | None:
     if not state.settings.index.embed or not (report.added or report.changed or report.moved):
         return None
 
@@ -228,6 +227,73 @@ def _written(state: ServerState, note_id: str | None, path: str, report: IndexRe
     return _detail(store, row, text)
 
 
+# -- operations (the routes below and the MCP tools, sunlib.server.mcp, call these) -------------
+
+
+def list_visible(
+    state: ServerState, principals: tuple[str, ...], folder: str | None, tag: str | None, limit: int, offset: int
+) -> dict[str, Any]:
+    """Notes visible to the caller, by path, one page."""
+    notes, total = state.library.store.list_notes(principals, folder, tag, limit, offset)
+    return {"notes": [_summary(n) for n in notes], "total": total, "limit": limit, "offset": offset}
+
+
+def read(state: ServerState, note_id: str, principals: tuple[str, ...]) -> dict[str, Any]:
+    """A visible note's metadata, text and chunk spans; ``ApiError`` 404 when unknown or not visible."""
+    store = state.library.store
+    for _ in range(3):  # without a lock: a write may land between the checks and the reads
+        row, text = _current(state, note_id, principals)
+        with store.snapshot():  # the row and its chunks from one state of the index
+            if store.note_by_id(note_id) == row:
+                return _detail(store, row, text)
+    with state.library.write_lock:  # writes keep coming: read between two of them
+        row, text = _current(state, note_id, principals)
+        return _detail(store, row, text)
+
+
+def create(state: ServerState, principals: tuple[str, ...], body: NoteCreate) -> dict[str, Any]:
+    """Write a new note file (409 when the path is taken) and index it before returning."""
+    rel = _checked(body.path)
+    vault = state.library.vault
+    with state.library.write_lock:
+        with _vault_errors():
+            notes_io.write_note(vault, rel, body.content, create=True, validate=_validator(rel, state.settings))
+        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
+        note = _written(state, None, rel, report)
+    return {**note, "vectors_job": _start_vectors(state, principals, report)}
+
+
+def update(state: ServerState, principals: tuple[str, ...], note_id: str, body: NoteUpdate) -> dict[str, Any]:
+    """Replace a visible note's text (atomically); the note keeps its id."""
+    vault = state.library.vault
+    with state.library.write_lock:
+        row, _ = _current(state, note_id, principals)
+        rel = row.path
+        with _vault_errors():
+            notes_io.write_note(vault, rel, body.content, create=False, validate=_validator(rel, state.settings))
+        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
+        note = _written(state, note_id, rel, report)
+    return {**note, "vectors_job": _start_vectors(state, principals, report)}
+
+
+def move(state: ServerState, principals: tuple[str, ...], note_id: str, body: NoteMove) -> dict[str, Any]:
+    """Move a visible note and its sidecar; it keeps its note_id. 409 when the target is taken."""
+    new = _checked(body.new_path)
+    vault = state.library.vault
+    with state.library.write_lock:
+        row, text = _current(state, note_id, principals)
+        old = row.path
+        if new == old:
+            return {**_detail(state.library.store, row, text), "vectors_job": None}
+        if text is None:
+            raise ApiError(409, "conflict", f"{old} changed outside sunlib and cannot be indexed: fix it first")
+        with _vault_errors():
+            notes_io.move_note(vault, old, new)
+        report = sync_paths(state.library.store, vault, state.settings.index, [old, new])
+        note = _written(state, note_id, new, report)
+    return {**note, "vectors_job": _start_vectors(state, principals, report)}
+
+
 # -- routes ----------------------------------------------------------------------------------
 
 
@@ -241,9 +307,7 @@ def list_notes(
     principals: tuple[str, ...] = Depends(principals_for),
 ) -> dict[str, Any]:
     """Notes visible to the caller, by path."""
-    state: ServerState = request.app.state.sunlib
-    notes, total = state.library.store.list_notes(principals, folder, tag, limit, offset)
-    return {"notes": [_summary(n) for n in notes], "total": total, "limit": limit, "offset": offset}
+    return list_visible(request.app.state.sunlib, principals, folder, tag, limit, offset)
 
 
 @router.post("", status_code=201, response_model=NoteWrittenOut)
@@ -251,30 +315,13 @@ def create_note(
     body: NoteCreate, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> dict[str, Any]:
     """Write a new note file (409 when the path is taken) and index it before answering."""
-    state: ServerState = request.app.state.sunlib
-    rel = _checked(body.path)
-    vault = state.library.vault
-    with state.library.write_lock:
-        with _vault_errors():
-            notes_io.write_note(vault, rel, body.content, create=True, validate=_validator(rel, state.settings))
-        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
-        note = _written(state, None, rel, report)
-    return {**note, "vectors_job": _start_vectors(request, principals, report)}
+    return create(request.app.state.sunlib, principals, body)
 
 
 @router.get("/{note_id}", response_model=NoteOut)
 def get_note(note_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
     """A note's metadata, its text and its chunks' spans (to highlight a citation)."""
-    state: ServerState = request.app.state.sunlib
-    store = state.library.store
-    for _ in range(3):  # without a lock: a write may land between the checks and the reads
-        row, text = _current(state, note_id, principals)
-        with store.snapshot():  # the row and its chunks from one state of the index
-            if store.note_by_id(note_id) == row:
-                return _detail(store, row, text)
-    with state.library.write_lock:  # writes keep coming: read between two of them
-        row, text = _current(state, note_id, principals)
-        return _detail(store, row, text)
+    return read(request.app.state.sunlib, note_id, principals)
 
 
 @router.patch("/{note_id}", response_model=NoteWrittenOut)
@@ -282,16 +329,7 @@ def update_note(
     note_id: str, body: NoteUpdate, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> dict[str, Any]:
     """Replace a note's text (atomically); the note keeps its id."""
-    state: ServerState = request.app.state.sunlib
-    vault = state.library.vault
-    with state.library.write_lock:
-        row, _ = _current(state, note_id, principals)
-        rel = row.path
-        with _vault_errors():
-            notes_io.write_note(vault, rel, body.content, create=False, validate=_validator(rel, state.settings))
-        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
-        note = _written(state, note_id, rel, report)
-    return {**note, "vectors_job": _start_vectors(request, principals, report)}
+    return update(request.app.state.sunlib, principals, note_id, body)
 
 
 @router.delete("/{note_id}", status_code=204, response_class=Response, response_model=None)
@@ -312,18 +350,4 @@ def move_note(
     note_id: str, body: NoteMove, request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> dict[str, Any]:
     """Move (rename) a note and its sidecar; it keeps its note_id. 409 when the target is taken."""
-    state: ServerState = request.app.state.sunlib
-    new = _checked(body.new_path)
-    vault = state.library.vault
-    with state.library.write_lock:
-        row, text = _current(state, note_id, principals)
-        old = row.path
-        if new == old:
-            return {**_detail(state.library.store, row, text), "vectors_job": None}
-        if text is None:
-            raise ApiError(409, "conflict", f"{old} changed outside sunlib and cannot be indexed: fix it first")
-        with _vault_errors():
-            notes_io.move_note(vault, old, new)
-        report = sync_paths(state.library.store, vault, state.settings.index, [old, new])
-        note = _written(state, note_id, new, report)
-    return {**note, "vectors_job": _start_vectors(request, principals, report)}
+    return move(request.app.state.sunlib, principals, note_id, body)
