@@ -39,7 +39,7 @@ from sunlib.errors import IndexerBusy
 from sunlib.notes_io import TEMP_SUFFIX
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
-from sunlib.server import create_app
+from sunlib.server import create_app, routes_notes
 from sunlib.store import SqliteStore, connect
 from sunlib.store import connection as store_connection
 from sunlib.store.check import check_index
@@ -253,22 +253,21 @@ def test_a_full_disk_fails_writes_whole_and_changes_nothing(small_disk: Path) ->
 # -- 12: one indexer per index -------------------------------------------------------------------
 
 HOLD = """
-import sys, time
-from pathlib import Path
-from sunlib.store.lock import indexer_lock
-lock = indexer_lock(Path(sys.argv[1]))
-lock.acquire()
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, f"{os.getpid()}\\n".encode())
 print("held", flush=True)
 time.sleep(120)
-"""
+"""  # another process holding the lock file as sunlib.store.lock does (without importing sunlib: fast)
 
 
 def test_a_killed_holder_never_leaves_the_indexer_lock_held(tmp_path: Path) -> None:
     db = tmp_path / "sunlib.db"
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(db)], stdout=subprocess.PIPE, text=True)
+    lock = indexer_lock(db)
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(lock.path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-        lock = indexer_lock(db)
         with pytest.raises(IndexerBusy, match=f"pid {proc.pid}"):
             lock.acquire(wait=0.2)
         proc.send_signal(signal.SIGKILL)
@@ -279,6 +278,25 @@ def test_a_killed_holder_never_leaves_the_indexer_lock_held(tmp_path: Path) -> N
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_note_write_while_another_process_indexes_answers_503_and_changes_nothing(
+    app: FastAPI, hash_library: Library, hash_vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(routes_notes, "WRITE_WAIT_S", 0.2)
+    lock = hash_library.indexer_lock
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(lock.path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        r = call(app, "POST", "/api/notes", json={"path": "inbox/later.md", "content": "# Later\n\nlater.\n"})
+    finally:
+        proc.kill()
+        proc.wait()
+    assert r.status_code == 503 and r.json()["error"] == "indexer_busy", r.text
+    assert f"pid {proc.pid}" in r.json()["message"]
+    assert not (hash_vault / "inbox").exists()
+    again = call(app, "POST", "/api/notes", json={"path": "inbox/later.md", "content": "# Later\n\nlater.\n"})
+    assert again.status_code == 201, again.text
 
 
 def test_a_second_indexer_waits_with_one_line_for_the_first(hash_library: Library, hash_vault: Path) -> None:
