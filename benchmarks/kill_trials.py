@@ -16,8 +16,20 @@ SIGKILLs it after a delay drawn uniformly over the full run's duration, and then
 Prints a table, writes a JSON summary (--json-out) and replaces the section between
 ``<!-- kill:start -->`` and ``<!-- kill:end -->`` in docs/reliability.md.
 
+``--races N`` runs N trials of each race instead (section ``<!-- race:start -->``):
+
+- *two indexers*: two `sunlib index` processes start at once on one index (the second waits
+  for the indexer lock), and one of them, drawn at random, is SIGKILLed after a random delay;
+  the other must exit 0.
+- *PATCHes racing a rebuild*: a live `sunlib serve` starts `POST /api/index/rebuild` while a
+  client PATCHes random notes without pause, and the server is SIGKILLed after a random delay.
+  Every answer before the kill must be 2xx, and the job's progress never past its total.
+
+Both then check the index (the full check) and complete it to equality with a clean build.
+
     python benchmarks/kill_trials.py                 # 100 trials, 320 notes
     python benchmarks/kill_trials.py --trials 10 --no-doc
+    python benchmarks/kill_trials.py --races 12 --notes 160
 """
 
 from __future__ import annotations
@@ -28,16 +40,20 @@ import os
 import random
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from sunlib import Library
 from sunlib.store.check import check_index, differences, fingerprint
@@ -46,6 +62,7 @@ from sunlib.text.tokens import fts_query
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- kill:start -->", "<!-- kill:end -->"
+RACE_BEGIN, RACE_END = "<!-- race:start -->", "<!-- race:end -->"
 DB = "sunlib.db"
 QUERIES = ["vector index recovery", "crash journal", "garden tomato", "向量 索引", "数据库 崩溃", "river bridge"]
 
@@ -436,6 +453,213 @@ def summarise(
     }
 
 
+# -- races: two indexers, PATCHes racing a rebuild ------------------------------------------------
+
+
+@dataclass
+class Race:
+    n: int
+    kind: str  # "two indexers" | "patches vs rebuild"
+    kill: float
+    killed: bool = False
+    waited: bool = False  # a second indexer printed its waiting line
+    patches: int = 0  # PATCHes answered before the kill
+    server_errors: list[str] = field(default_factory=list)  # 5xx answers, survivor's failures
+    over_total: list[str] = field(default_factory=list)  # job progress with done > total
+    corrupt: list[str] = field(default_factory=list)
+    mismatch: list[str] = field(default_factory=list)
+
+
+def race_indexers(vault: Vault, index_dir: Path, home: Path, kill_after: float, race: Race) -> None:
+    """Two indexers at once; SIGKILL one (drawn at random) after ``kill_after``; the other finishes."""
+    procs = [
+        subprocess.Popen(
+            index_command(vault.root),
+            env=index_env(index_dir, home),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    victim = vault.rng.randrange(2)
+    try:
+        procs[victim].communicate(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        procs[victim].send_signal(signal.SIGKILL)
+        procs[victim].communicate()
+        race.killed = True
+    _, stderr = procs[1 - victim].communicate(timeout=600)
+    race.waited = "waiting: another indexer" in stderr
+    if procs[1 - victim].returncode != 0:
+        race.server_errors.append(f"the surviving indexer failed ({procs[1 - victim].returncode}): {stderr[-500:]}")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve(vault: Path, index_dir: Path, home: Path) -> tuple[subprocess.Popen[str], httpx.Client]:
+    port = _free_port()
+    cmd = [sys.executable, "-m", "sunlib", "serve", "-V", str(vault), "--port", str(port), "--no-index"]
+    proc = subprocess.Popen(
+        cmd, env=index_env(index_dir, home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if client.get("/api/notes", params={"limit": 1}).status_code == 200:
+                return proc, client
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"sunlib serve did not start: {proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.1)
+
+
+def _patch_until(client: httpx.Client, vault: Vault, stop: threading.Event, race: Race) -> None:
+    """PATCH random notes (new generated text), one after the other, until ``stop`` or the kill."""
+    listed = client.get("/api/notes", params={"limit": 500}).json()["notes"]
+    rng = random.Random(vault.rng.random())
+    while not stop.is_set() and listed:
+        note = rng.choice(listed)
+        vault.serial += 1
+        text = note_text(rng, vault.serial, rng.random() < 0.25)
+        try:
+            r = client.patch(f"/api/notes/{note['note_id']}", json={"content": text})
+        except httpx.TransportError:
+            return  # killed
+        if r.status_code >= 500:
+            race.server_errors.append(f"PATCH {note['path']}: {r.status_code} {r.text[:200]}")
+        elif r.status_code == 200:
+            race.patches += 1
+
+
+def race_rebuild(vault: Vault, index_dir: Path, home: Path, kill_after: float, race: Race) -> None:
+    """A live server: a rebuild job, PATCHes without pause, a SIGKILL after ``kill_after``."""
+    proc, client = _serve(vault.root, index_dir, home)
+    stop = threading.Event()
+    try:
+        job = client.post("/api/index/rebuild").json()["job_id"]
+        patcher = threading.Thread(target=_patch_until, args=(client, vault, stop, race))
+        patcher.start()
+        deadline = time.monotonic() + kill_after
+        while time.monotonic() < deadline:
+            try:
+                view = client.get(f"/api/index/jobs/{job}").json()
+            except httpx.TransportError:
+                break
+            progress = view.get("progress", {})
+            if progress.get("done", 0) > progress.get("total", 0):
+                race.over_total.append(f"{progress['phase']} {progress['done']}/{progress['total']}")
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        race.killed = True
+        proc.communicate()
+        stop.set()
+        patcher.join(60)
+    finally:
+        stop.set()
+        client.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    vault.state += 1  # the PATCHes changed the vault
+
+
+def run_races(races: int, notes: int, seed: int, work: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    rng = random.Random(seed)
+    vault = build_vault(work / "vault", notes, seed)
+    index_dir, clean_dir, home = work / "index", work / "clean", work / "home"
+    measured_full, _ = measure_runs(vault, work, runs=1)
+    window = measured_full[0]
+    say(f"vault: {len(vault.notes())} notes; full run {window:.2f}s: kill delays uniform over [0, {window:.2f})s")
+    queries = matches()
+    results: list[Race] = []
+    for n in range(1, 2 * races + 1):
+        kind = "two indexers" if n % 2 else "patches vs rebuild"
+        if rng.random() < 0.3:
+            wipe(index_dir)
+        else:
+            vault.mutate(rng.randint(*EDIT_OPS))
+        race = Race(n, kind, round(rng.uniform(0, window), 3))
+        if kind == "two indexers":
+            race_indexers(vault, index_dir, home, race.kill, race)
+        else:
+            race_rebuild(vault, index_dir, home, race.kill, race)
+        if (index_dir / DB).is_file():
+            report = check_index(index_dir / DB)
+            race.corrupt.extend(report["problems"])
+        run_index(vault.root, index_dir, home)  # to completion
+        after = check_index(index_dir / DB)
+        race.corrupt.extend(f"after completion: {p}" for p in after["problems"])
+        clean_build(vault.root, clean_dir)
+        race.mismatch = differences(fingerprint(index_dir / DB, queries), fingerprint(clean_dir / DB, queries))
+        results.append(race)
+        bad = race.corrupt or race.mismatch or race.server_errors or race.over_total
+        say(
+            f"race {n:3d} {kind:18s} kill@{race.kill:.2f}s {'killed' if race.killed else 'ended first':11s}"
+            f" patches {race.patches:3d} waited {'yes' if race.waited else 'no ':3s} {'FAIL' if bad else 'ok'}"
+        )
+        for line in race.corrupt + race.mismatch + race.server_errors + race.over_total:
+            say(f"    {line}")
+    by_kind: dict[str, dict[str, int]] = {}
+    for kind in ("two indexers", "patches vs rebuild"):
+        mine = [r for r in results if r.kind == kind]
+        by_kind[kind] = {
+            "trials": len(mine),
+            "killed": sum(r.killed for r in mine),
+            "corrupt": sum(1 for r in mine if r.corrupt),
+            "mismatches": sum(1 for r in mine if r.mismatch),
+            "server_errors": sum(len(r.server_errors) for r in mine),
+            "over_total": sum(len(r.over_total) for r in mine),
+            "waited": sum(r.waited for r in mine),
+            "patches": sum(r.patches for r in mine),
+        }
+    return {
+        "races": by_kind,
+        "full_run_seconds": round(window, 3),
+        "notes": notes,
+        "seed": seed,
+        "runtime_seconds": round(time.perf_counter() - t_start, 1),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "failures": [asdict(r) for r in results if r.corrupt or r.mismatch or r.server_errors or r.over_total],
+    }
+
+
+def race_markdown(summary: dict[str, Any], command: str) -> str:
+    two, patch = summary["races"]["two indexers"], summary["races"]["patches vs rebuild"]
+    return f"""{RACE_BEGIN}
+## Races under SIGKILL: two indexers, PATCHes racing a rebuild
+
+`{command}` — generated vault of {summary["notes"]} notes, hash embedder, {summary["cpus"]} CPUs,
+Python {summary["python"]}, seed {summary["seed"]}; kill delays uniform over a full run
+({summary["full_run_seconds"]:.2f} s). Each trial starts from a wiped index (3 in 10) or after 1-20 random
+vault changes. *Two indexers*: two `sunlib index` processes at once, one of them (at random) SIGKILLed; the
+other must exit 0. *PATCHes racing a rebuild*: a live `sunlib serve`, `POST /api/index/rebuild`, PATCHes of
+random notes one after another, then SIGKILL of the server. After each trial the index must pass the full
+check (`sunlib doctor`'s: integrity, FTS, orphans, stamps, vectors per space), and `sunlib index` must
+complete it to an index equal to a clean build of the vault as the trial left it.
+
+| result | two indexers | PATCHes vs rebuild |
+|---|---|---|
+| trials (SIGKILL sent) | {two["trials"]} ({two["killed"]}) | {patch["trials"]} ({patch["killed"]}) |
+| **inconsistent indexes (full check)** | **{two["corrupt"]}** | **{patch["corrupt"]}** |
+| **completed indexes unequal to a clean build** | **{two["mismatches"]}** | **{patch["mismatches"]}** |
+| 5xx answers / a surviving indexer failing | {two["server_errors"]} | {patch["server_errors"]} |
+| job progress seen with done > total | — | {patch["over_total"]} |
+| second indexer waited for the lock (one line) | {two["waited"]} | — |
+| PATCHes answered 200 before the kill | — | {patch["patches"]} |
+
+Runtime {summary["runtime_seconds"]:.0f} s.
+{RACE_END}"""
+
+
 # -- output --------------------------------------------------------------------------------
 
 
@@ -514,11 +738,11 @@ against the clean build):
 {END}"""
 
 
-def update_doc(section: str, doc: Path = DOC) -> None:
+def update_doc(section: str, doc: Path = DOC, begin: str = BEGIN, end: str = END) -> None:
     text = doc.read_text(encoding="utf-8") if doc.is_file() else "# Reliability\n"
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1]
         text = head + section + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
@@ -539,10 +763,14 @@ def main() -> None:
         help="draw kill delays over a full run (full) or over the trial's kind of run (kind, default)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder (vault and indexes)")
+    parser.add_argument("--races", type=int, default=0, help="run N trials of each race instead (see above)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="sunlib-kill-"))
     os.environ["SUNLIB_HOME"] = str(work / "home")  # the in-process clean builds touch nothing of the user's
+    if args.races:
+        main_races(args, work)
+        return
     try:
         summary = run_trials(args.trials, args.notes, args.seed, work, window=args.kill_window)
     finally:
@@ -561,6 +789,25 @@ def main() -> None:
         command = " ".join(["python benchmarks/kill_trials.py", *shown])
         update_doc(markdown(summary, command))
     if summary["corrupt"] or summary["mismatches"]:
+        sys.exit(1)
+
+
+def main_races(args: argparse.Namespace, work: Path) -> None:
+    try:
+        summary = run_races(args.races, args.notes, args.seed, work)
+    finally:
+        if args.keep:
+            print(f"work folder kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(json.dumps(summary["races"], indent=2))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if not args.no_doc:
+        shown = [f"--races {args.races}"] + ([f"--notes {args.notes}"] if args.notes != 320 else [])
+        command = " ".join(["OMP_NUM_THREADS=1 python benchmarks/kill_trials.py", *shown])
+        update_doc(race_markdown(summary, command), begin=RACE_BEGIN, end=RACE_END)
+    if summary["failures"]:
         sys.exit(1)
 
 

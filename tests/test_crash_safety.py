@@ -146,6 +146,8 @@ def _corrupt(db: Path, case: str) -> None:
             conn.execute(f"INSERT INTO {vec}(rowid, embedding) VALUES(?, ?)", (10**9, blob))
         elif case == "vector of an older version of its chunk":
             conn.execute("UPDATE vector_stamps SET stamp = stamp + 1000 WHERE chunk_rowid = ?", (rowid,))
+        elif case == "stamp left without its vector":
+            conn.execute(f"DELETE FROM {vec} WHERE rowid = ?", (rowid,))
         elif case == "vector rowid map out of step":
             conn.execute(f"DELETE FROM {vec}_rowids WHERE rowid = ?", (rowid,))
         elif case == "note gone, its rows left":
@@ -163,6 +165,7 @@ CORRUPTIONS = {
     "vector of a missing chunk": ["vectors of missing chunks"],
     "vector of an older version of its chunk": ["vectors computed from another version of their chunk"],
     "vector rowid map out of step": ["slot in"],
+    "stamp left without its vector": ["vector stamps without a vector"],
     "note gone, its rows left": ["chunks rows of missing notes", "note_acl rows of missing notes"],
 }
 

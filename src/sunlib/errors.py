@@ -11,6 +11,7 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
     │   └── StoreError       the store failed underneath (raised at the store boundary only)
     │       ├── StoreFull    the disk or the database file is full (HTTP 507)
     │       ├── StoreBusy    another writer held the index past the busy timeout (HTTP 503)
+    │       │   └── IndexerBusy  another process's indexer held the indexer lock too long
     │       └── StoreCorrupt the index file is damaged; `sunlib doctor` says how (HTTP 503)
     ├── ProviderError        an embedding/LLM provider failed (network, bad answer)
     │   └── MissingCredentials  a provider needs a key that is not set
@@ -54,6 +55,10 @@ class StoreFull(StoreError):
 
 class StoreBusy(StoreError):
     code = "store_busy"
+
+
+class IndexerBusy(StoreBusy):
+    code = "indexer_busy"
 
 
 class StoreCorrupt(StoreError):

@@ -233,6 +233,8 @@ def embed_pending(
         if not page:
             break
         page = page[:PENDING_PAGE]
+        # chunks written meanwhile (a note saved during a rebuild) raise the total: done <= total
+        total = max(total, done + max(len(page), vectors.count_pending(space)[0]))
         tried.update((p.chunk_id, p.stamp) for p in page)
         cached = vectors.cached_vectors(space, [p.embed_hash for p in page])
         hits = [
@@ -267,19 +269,20 @@ def sync_paths(store: DocumentStore, vault: Path, settings: IndexSettings, paths
     a listed path that is gone keeps that note's id (a move: list both paths); a new note whose
     path id is taken gets the fallback id. One difference: a changed note keeps the note_id it
     is indexed under, so a note that was moved and then edited stays the same note. Everything
-    is one transaction, so other connections see the whole update or none of it.
+    is one write transaction (the write lock taken as it begins), so other connections see the
+    whole update or none of it, and a busy index fails it before anything is written.
     ``text_indexed_at`` is left alone: it dates the last full sync.
     """
     t0 = time.perf_counter()
     report = IndexReport()
     chunker = make_chunker(settings)
     wanted = list(dict.fromkeys(paths))
-    states = store.note_states_of(wanted)
     found = [vf for vf in (_vault_file(vault, rel) for rel in wanted) if vf is not None]
     present = {vf.rel_path for vf in found}
-    gone = {path: st for path, st in states.items() if path not in present}
-    gone_by_hash = {st.content_hash: st for st in gone.values()}
-    with store.transaction():
+    with store.transaction():  # BEGIN IMMEDIATE: what is read here is what is written over
+        states = store.note_states_of(wanted)
+        gone = {path: st for path, st in states.items() if path not in present}
+        gone_by_hash = {st.content_hash: st for st in gone.values()}
         for vf in found:
             previous = states.get(vf.rel_path)
             digest = _changed_digest(vf, previous, chunker.fingerprint, settings.max_note_bytes, report)

@@ -30,7 +30,8 @@ from .providers import Embedder, create_embedder
 from .providers.chat import ChatModel
 from .providers.registry import chat_model_names, create_chat_model
 from .retrieve import SearchEngine, SearchRequest
-from .store import Space, SqliteStore
+from .store import Reconciled, Space, SqliteStore
+from .store.lock import IndexerLock, OnWait, indexer_lock
 from .trace import Listener, Tracer
 
 if TYPE_CHECKING:
@@ -119,6 +120,13 @@ class Library:
         return self._shared.write_lock
 
     @property
+    def indexer_lock(self) -> IndexerLock:
+        """One indexer per index across processes (``sunlib.store.lock``): held by ``index``,
+        ``embed``, ``reconcile`` and the notes API's writes."""
+        self.stores.current()  # opening the index makes its folder, where the lock file goes
+        return indexer_lock(self.db_path)
+
+    @property
     def embedder(self) -> Embedder:
         embedding = self._settings.embedding
         return self._shared.part(("embedder", embedding.model_dump_json()), lambda: create_embedder(embedding))
@@ -175,19 +183,37 @@ class Library:
 
     # -- verbs ---------------------------------------------------------------------------
 
-    def index(self, embed: bool | None = None, progress: Progress | None = None) -> IndexReport:
-        """Bring the index up to date with the vault: text first, then (optionally) vectors."""
-        with self.write_lock:
-            report = sync_text(self.store, self.vault, self.settings.index, progress or _quiet)
-        if self.settings.index.embed if embed is None else embed:
-            self.embed(report, progress)
-        else:
-            report.vectors_pending = self.store.vectors.count_pending(self.space)[0]
+    def index(
+        self, embed: bool | None = None, progress: Progress | None = None, on_wait: OnWait | None = None
+    ) -> IndexReport:
+        """Bring the index up to date with the vault: text first, then (optionally) vectors.
+        Holds the indexer lock throughout; while another process holds it, waits (``on_wait``
+        is told once, with that process's pid). Vectors of every space are reconciled with
+        the text, so what an earlier crash or race left out of step is repaired."""
+        store = self.store
+        with self.indexer_lock.held(on_wait=on_wait):
+            with self.write_lock:
+                report = sync_text(store, self.vault, self.settings.index, progress or _quiet)
+            store.reconcile()
+            if self.settings.index.embed if embed is None else embed:
+                self.embed(report, progress)
+            else:
+                report.vectors_pending = store.vectors.count_pending(self.space)[0]
         return report
 
+    def reconcile(self, on_wait: OnWait | None = None) -> list[Reconciled]:
+        """Drop vectors out of step with the text in every space (``sunlib doctor --repair``)."""
+        store = self.store
+        with self.indexer_lock.held(on_wait=on_wait):
+            return store.reconcile()
+
     def embed(self, report: IndexReport | None = None, progress: Progress | None = None) -> IndexReport:
-        """Embed every chunk without a vector: the active space, then the fusion reranker's, if any."""
-        report = report or IndexReport()
+        """Embed every chunk without a vector: the active space, then the fusion reranker's, if any
+        (under the indexer lock)."""
+        with self.indexer_lock.held():
+            return self._embed(report or IndexReport(), progress)
+
+    def _embed(self, report: IndexReport, progress: Progress | None) -> IndexReport:
         batch = self.settings.embedding.batch_size
         embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
         done = {self.space.name}

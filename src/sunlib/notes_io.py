@@ -35,6 +35,13 @@ without its metadata, ACL included), a delete removes it after the note, and a c
 a sidecar without its note already sits is a ``Conflict`` (the new note would silently take
 that metadata and ACL).
 
+Each verb takes an ``index`` hook, called once the change is on disk (the server indexes
+the paths there, in one transaction). When the hook raises, the change is undone before the
+error goes on: a created note is removed, an updated note gets its old file back (kept as a
+second hard link, or a copy, while the hook runs), a deleted note and its sidecar come back,
+and a moved note moves back. So the file and the index change together or not at all (a
+full disk, a busy index), and the caller can answer "nothing changed".
+
 Callers serialize writes (the server holds its state lock around each one).
 """
 
@@ -59,6 +66,12 @@ TEMP_SUFFIX = ".sunlib-tmp"
 
 # (temp file path, sidecar path or None) -> None; raises to refuse the new text
 Validate = Callable[[Path, Path | None], None]
+# called once a change is on disk; raises to have it undone
+Index = Callable[[], None]
+
+
+def _nothing() -> None:
+    pass
 
 
 class BadPath(ValueError):
@@ -330,13 +343,28 @@ def _place(src: _Dir, src_name: str, dst: _Dir, dst_name: str) -> None:
         dst.unlink(tmp)
 
 
+def _keep(folder: _Dir, name: str) -> str:
+    """A hidden second name for the file ``name`` (a hard link, else a copy), to restore it from."""
+    keep = _temp_name(name)
+    try:
+        folder.link_to(name, folder, keep)
+    except OSError:
+        mode = stat.S_IMODE(os.stat(folder.path / name).st_mode)
+        tmp = _write_temp(folder, name, folder.read(name), mode)
+        folder.replace(tmp, keep)
+    return keep
+
+
 # -- the verbs -----------------------------------------------------------------------------
 
 
-def write_note(vault: Path, rel: str, text: str, create: bool, validate: Validate | None = None) -> None:
+def write_note(
+    vault: Path, rel: str, text: str, create: bool, validate: Validate | None = None, index: Index = _nothing
+) -> None:
     """Write a note's text atomically. ``create``: fail with Conflict when the name (or an orphan
     sidecar) exists; otherwise replace the file, keeping its permission bits. ``validate`` sees
-    the fsynced temp file (and the sidecar that will apply) before it is published."""
+    the fsynced temp file (and the sidecar that will apply) before it is published; ``index``
+    runs once it is published, and when it raises the old state comes back."""
     rel = check_path(rel)
     with _parent(vault, rel, create=True) as (folder, name):
         current = _regular(folder, name, required=False)
@@ -351,20 +379,35 @@ def write_note(vault: Path, rel: str, text: str, create: bool, validate: Validat
             raise BadPath(f"{side!r} is a symbolic link: writes never follow links")
         mode = stat.S_IMODE(current.st_mode) if current is not None else None
         tmp = _write_temp(folder, name, text.encode("utf-8"), mode)
+        old: str | None = None
         try:
             if validate is not None:
                 validate(folder.path / tmp, folder.path / side if side_st is not None else None)
             if create:
                 _publish_new(folder, tmp, name)
             else:
+                old = _keep(folder, name) if current is not None else None
                 folder.replace(tmp, name)
             folder.sync()
+            try:
+                index()
+            except BaseException:
+                if old is not None:
+                    folder.replace(old, name)  # the old text is back, whole
+                    old = None
+                else:
+                    folder.unlink(name)
+                folder.sync()
+                raise
         finally:
             folder.unlink(tmp)
+            if old is not None:
+                folder.unlink(old)
 
 
-def move_note(vault: Path, old: str, new: str) -> None:
-    """Move a note (and its sidecar) to a free name, creating folders; Conflict when taken."""
+def move_note(vault: Path, old: str, new: str, index: Index = _nothing) -> None:
+    """Move a note (and its sidecar) to a free name, creating folders; Conflict when taken.
+    ``index`` runs once it is moved; when it raises, the note moves back."""
     old, new = check_path(old), check_path(new)
     with _parent(vault, old, create=False) as (src, src_name), _parent(vault, new, create=True) as (dst, dst_name):
         _regular(src, src_name, required=True)
@@ -387,21 +430,54 @@ def move_note(vault: Path, old: str, new: str) -> None:
         if has_side:
             src.unlink(src_side)
         src.sync()
+        try:
+            index()
+        except BaseException:
+            if has_side:
+                _place(dst, dst_side, src, src_side)
+            _place(dst, dst_name, src, src_name)
+            src.sync()
+            dst.unlink(dst_name)
+            if has_side:
+                dst.unlink(dst_side)
+            dst.sync()
+            raise
 
 
-def delete_note(vault: Path, rel: str) -> None:
-    """Remove a note file, then its sidecar (so the note never exists without its metadata)."""
+def delete_note(vault: Path, rel: str, index: Index = _nothing) -> None:
+    """Remove a note file, then its sidecar (so the note never exists without its metadata).
+    ``index`` runs once they are gone; when it raises, both come back (the sidecar first)."""
     rel = check_path(rel)
     try:
         with _parent(vault, rel, create=False) as (folder, name):
-            if _regular(folder, name, required=False) is not None:
-                folder.unlink(name)
-            side = sidecar_name(name)
-            if folder.lstat(side) is not None:
-                folder.unlink(side)
-            folder.sync()
+            _delete_in(folder, name, index)
     except FileNotFoundError:
-        return  # a folder on the way is gone: so is the note
+        index()  # a folder on the way is gone: so is the note
+
+
+def _delete_in(folder: _Dir, name: str, index: Index) -> None:
+    side = sidecar_name(name)
+    kept: list[tuple[str, str]] = []  # (name, kept as): the sidecar first, to restore in this order
+    try:
+        if folder.lstat(side) is not None:
+            kept.append((side, _keep(folder, side)))
+        if _regular(folder, name, required=False) is not None:
+            kept.append((name, _keep(folder, name)))
+            folder.unlink(name)
+        if kept and kept[0][0] == side:
+            folder.unlink(side)
+        folder.sync()
+        try:
+            index()
+        except BaseException:
+            for original, keep in kept:
+                folder.replace(keep, original)
+            kept.clear()
+            folder.sync()
+            raise
+    finally:
+        for _, keep in kept:
+            folder.unlink(keep)
 
 
 def read_note(vault: Path, rel: str) -> NoteFile | None:

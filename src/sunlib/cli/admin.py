@@ -18,6 +18,7 @@ from ..store import versions
 from ..store.check import check_index
 from .app import app
 from .common import VAULT_HELP, open_library, out, print_json, require_index
+from .index import waiting
 
 CONFIG_TEMPLATE = """\
 # sunlib settings for this vault. Every key is optional; SUNLIB_* environment
@@ -121,7 +122,7 @@ def doctor(
             if lib.db_path.is_file():
                 report["index"] = str(lib.db_path)
                 if repair:
-                    report["repaired"] = [dataclasses.asdict(r) for r in lib.store.reconcile()]
+                    report["repaired"] = [dataclasses.asdict(r) for r in lib.reconcile(on_wait=waiting)]
                 checked = check_index(lib.db_path)
                 problems = list(checked["problems"])
                 report["integrity"] = "ok" if checked["ok"] else "problems"

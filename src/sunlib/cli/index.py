@@ -33,7 +33,7 @@ def index(
     lib = Library.open(path, config).with_settings(embedding={"provider": provider}, index={"chunker": chunker})
     calibration: dict[str, Any] | None = None
     with lib, ProgressBars(enabled=not (quiet or as_json)) as bars:
-        report = lib.index(embed=False if no_embed else None, progress=bars)
+        report = lib.index(embed=False if no_embed else None, progress=bars, on_wait=waiting)
         if lib.settings.answer.self_calibrate and not no_embed:
             calibration = _self_calibrate(lib, report, bars)
         status = lib.status() if not no_embed else None
@@ -68,6 +68,13 @@ def index(
             f"self-calibrated {calibration['key']}: threshold {calibration['threshold']:.4f}"
             f" (shipped {calibration['shipped_threshold']:.4f}) on {len(calibration['probe_questions'])} probes"
         )
+
+
+def waiting(holder: int | None) -> None:
+    """The one line a second indexer prints while it waits for the first (sunlib.store.lock)."""
+    who = f" (pid {holder})" if holder else ""
+    sys.stderr.write(f"waiting: another indexer{who} is writing this index; this run starts when it is done\n")
+    sys.stderr.flush()
 
 
 def _self_calibrate(lib: Library, report: IndexReport, bars: ProgressBars) -> dict[str, Any] | None:

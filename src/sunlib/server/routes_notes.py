@@ -21,10 +21,16 @@ loopback default when the server has no tokens):
   indexed ACL; a read then returns ``content: null`` and ``in_sync: false``, and a move is
   refused (409) until the file is fixed or replaced with PATCH.
 
-Consistency: every write holds the library's write lock from the ACL check through the file
-write to the index sync of the affected paths (``indexing.sync_paths``), so full-text
-search and metadata match the file when the response leaves, and concurrent writes to one
-note are applied one after the other (the file is always one whole version). Reads take no
+Consistency: every write holds the library's write lock and the indexer lock (shared with
+this server's own rebuild and vectors jobs; another process's indexer is waited for up to
+``WRITE_WAIT_S``, then 503 ``indexer_busy``) from the ACL check through the file write to the
+index sync of the affected paths (``indexing.sync_paths``, one ``BEGIN IMMEDIATE``
+transaction), so full-text search and metadata match the file when the response leaves, and
+concurrent writes to one note are applied one after the other (the file is always one whole
+version). When the sync fails (a full disk: 507 ``store_full``; an index busy past the busy
+timeout: 503 ``store_busy``) the file change is undone (``notes_io``'s ``index`` hook): the
+answer is an error and nothing changed, neither the file nor the index. A full disk while
+writing the file itself is 507 ``vault_full``, also with nothing changed. Reads take no
 lock (each request thread has its own connection); a read that finds its file changed
 outside the API syncs it under the write lock. Vectors follow in a background job (kind
 ``embed``, named by ``vectors_job`` in the response; null when nothing needs embedding or
@@ -41,6 +47,7 @@ code units into it, lines 1-based and inclusive.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +61,7 @@ from ..config import Settings
 from ..indexing import IndexReport, sync_paths
 from ..ingest import NoteError, VaultFile, load_note
 from ..store import DocumentStore, NoteRecord, NoteSummary
+from ..store.connection import BUSY_TIMEOUT_MS
 from .app import ServerState
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, ApiError
@@ -61,6 +69,7 @@ from .jobs import Job
 from .schemas import NoteOut, NotesOut, NoteWrittenOut
 
 MAX_NOTE_BYTES = 1_000_000  # UTF-8 bytes of a note's text
+WRITE_WAIT_S = BUSY_TIMEOUT_MS / 1000  # a write waits this long for another process's indexer, as for SQLite's lock
 
 
 router = APIRouter(prefix="/api/notes", tags=["notes"], responses=ERROR_RESPONSES)
@@ -129,7 +138,28 @@ def _vault_errors() -> Iterator[None]:
     except FileNotFoundError as exc:  # removed on disk between the check and the write
         raise ApiError(409, "conflict", f"a file or folder went away on disk meanwhile: {exc.strerror}") from None
     except OSError as exc:  # a read-only vault, a full disk: say so, without a traceback
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ApiError(507, "vault_full", f"the disk holding the vault is full: {exc.strerror}") from None
         raise ApiError(500, "write_failed", f"cannot write to the vault: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def _writing(state: ServerState) -> Iterator[None]:
+    """The locks of a note write: this server's write lock, then the indexer lock."""
+    with state.library.write_lock, state.library.indexer_lock.held(wait=WRITE_WAIT_S):
+        yield
+
+
+class _Sync:
+    """A note write's ``index`` hook (notes_io): syncs the paths in one transaction, keeps the report."""
+
+    def __init__(self, state: ServerState, *paths: str) -> None:
+        self.state, self.paths = state, paths
+        self.report = IndexReport()
+
+    def __call__(self) -> None:
+        lib = self.state.library
+        self.report = sync_paths(lib.store, lib.vault, self.state.settings.index, self.paths)
 
 
 def _checked(path: str) -> str:
@@ -255,43 +285,47 @@ def create(state: ServerState, principals: tuple[str, ...], body: NoteCreate) ->
     """Write a new note file (409 when the path is taken) and index it before returning."""
     rel = _checked(body.path)
     vault = state.library.vault
-    with state.library.write_lock:
+    sync = _Sync(state, rel)
+    with _writing(state):
         with _vault_errors():
-            notes_io.write_note(vault, rel, body.content, create=True, validate=_validator(rel, state.settings))
-        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
-        note = _written(state, None, rel, report)
-    return {**note, "vectors_job": _start_vectors(state, principals, report)}
+            notes_io.write_note(
+                vault, rel, body.content, create=True, validate=_validator(rel, state.settings), index=sync
+            )
+        note = _written(state, None, rel, sync.report)
+    return {**note, "vectors_job": _start_vectors(state, principals, sync.report)}
 
 
 def update(state: ServerState, principals: tuple[str, ...], note_id: str, body: NoteUpdate) -> dict[str, Any]:
     """Replace a visible note's text (atomically); the note keeps its id."""
     vault = state.library.vault
-    with state.library.write_lock:
+    with _writing(state):
         row, _ = _current(state, note_id, principals)
         rel = row.path
+        sync = _Sync(state, rel)
         with _vault_errors():
-            notes_io.write_note(vault, rel, body.content, create=False, validate=_validator(rel, state.settings))
-        report = sync_paths(state.library.store, vault, state.settings.index, [rel])
-        note = _written(state, note_id, rel, report)
-    return {**note, "vectors_job": _start_vectors(state, principals, report)}
+            notes_io.write_note(
+                vault, rel, body.content, create=False, validate=_validator(rel, state.settings), index=sync
+            )
+        note = _written(state, note_id, rel, sync.report)
+    return {**note, "vectors_job": _start_vectors(state, principals, sync.report)}
 
 
 def move(state: ServerState, principals: tuple[str, ...], note_id: str, body: NoteMove) -> dict[str, Any]:
     """Move a visible note and its sidecar; it keeps its note_id. 409 when the target is taken."""
     new = _checked(body.new_path)
     vault = state.library.vault
-    with state.library.write_lock:
+    with _writing(state):
         row, text = _current(state, note_id, principals)
         old = row.path
         if new == old:
             return {**_detail(state.library.store, row, text), "vectors_job": None}
         if text is None:
             raise ApiError(409, "conflict", f"{old} changed outside sunlib and cannot be indexed: fix it first")
+        sync = _Sync(state, old, new)
         with _vault_errors():
-            notes_io.move_note(vault, old, new)
-        report = sync_paths(state.library.store, vault, state.settings.index, [old, new])
-        note = _written(state, note_id, new, report)
-    return {**note, "vectors_job": _start_vectors(state, principals, report)}
+            notes_io.move_note(vault, old, new, index=sync)
+        note = _written(state, note_id, new, sync.report)
+    return {**note, "vectors_job": _start_vectors(state, principals, sync.report)}
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -337,11 +371,10 @@ def delete_note(note_id: str, request: Request, principals: tuple[str, ...] = De
     """Remove the note file and its sidecar; search stops finding it before this answers."""
     state: ServerState = request.app.state.sunlib
     vault = state.library.vault
-    with state.library.write_lock:
+    with _writing(state):
         row, _ = _current(state, note_id, principals)
         with _vault_errors():
-            notes_io.delete_note(vault, row.path)
-        sync_paths(state.library.store, vault, state.settings.index, [row.path])
+            notes_io.delete_note(vault, row.path, index=_Sync(state, row.path))
     return Response(status_code=204)
 
 

@@ -4,8 +4,9 @@
 ``PRAGMA integrity_check``, FTS5's ``integrity-check`` command, and the cross-table
 invariants the store keeps in one transaction per batch (every chunk has exactly one
 full-text row, every vector row belongs to a chunk and carries its chunk's generation
-stamp, nothing hangs off a missing note). Vector problems are what ``sunlib doctor
---repair`` (``SqliteStore.reconcile``) fixes.
+stamp, nothing hangs off a missing note) and the counts per space (the vec0 table, its rowid
+map and the stamps agree; no more vectors than chunks). ``sunlib doctor`` runs all of it.
+Vector problems are what ``sunlib doctor --repair`` (``SqliteStore.reconcile``) fixes.
 A partially built index (notes without vectors yet, notes still to be added) is
 consistent; a half-written batch is not.
 
@@ -163,6 +164,7 @@ def _check(conn: apsw.Connection, report: dict[str, Any], problems: list[str]) -
         stray = _ids(conn, f"SELECT rowid FROM {table}_rowids WHERE rowid NOT IN (SELECT id FROM chunks)")
         if stray:
             problems.append(f"space {name}: vectors of missing chunks: {stray}")
+        _count_vectors(conn, name, table, counts["chunks"], entry, problems)
         if "vector_stamps" in tables:
             stale = [
                 int(r[0])
@@ -195,7 +197,44 @@ def _check(conn: apsw.Connection, report: dict[str, Any], problems: list[str]) -
         )
         if bad_cache:
             problems.append(f"space {name}: {bad_cache} cached vectors of the wrong length")
+    if "vector_stamps" in tables:
+        unknown = [
+            str(r[0])
+            for r in conn.execute(
+                "SELECT DISTINCT space FROM vector_stamps WHERE space NOT IN (SELECT name FROM spaces)"
+            )
+        ]
+        if unknown:
+            problems.append(f"vector stamps of unknown spaces: {unknown[:MAX_LISTED]}")
     report["spaces"] = spaces
+
+
+def _count_vectors(
+    conn: apsw.Connection, name: str, table: str, chunks: int, entry: dict[str, Any], problems: list[str]
+) -> None:
+    """A space's counts agree: the vec0 table and its rowid map hold as many rows, no more
+    vectors than chunks, and one stamp per vector (a stamp without its vector is a leftover)."""
+    scanned = int(_one(conn, f"SELECT count(*) FROM {table}"))
+    if scanned != entry["vectors"]:
+        problems.append(f"space {name}: {table} scans {scanned} vectors but its rowid map holds {entry['vectors']}")
+    if entry["vectors"] > chunks:
+        problems.append(f"space {name}: {entry['vectors']} vectors for {chunks} chunks")
+    if not {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE name = 'vector_stamps'")}:
+        return
+    stamps = int(_one(conn, "SELECT count(*) FROM vector_stamps WHERE space = ?", (name,)))
+    entry["stamps"] = stamps
+    loose = [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT chunk_rowid FROM vector_stamps WHERE space = ?"
+            f" AND chunk_rowid NOT IN (SELECT rowid FROM {table}_rowids) LIMIT {MAX_LISTED}",
+            (name,),
+        )
+    ]
+    if loose:
+        problems.append(f"space {name}: vector stamps without a vector: {loose}")
+    elif stamps != entry["vectors"]:
+        problems.append(f"space {name}: {stamps} vector stamps for {entry['vectors']} vectors")
 
 
 def _vec_slots(conn: apsw.Connection, table: str) -> list[int]:

@@ -21,6 +21,9 @@ from .migrations import migrate
 from .protocols import Visibility
 
 OPEN_RETRY_S = 10.0  # how long opening a busy new index is retried
+# BEGIN IMMEDIATE waits up to the busy timeout (connection.BUSY_TIMEOUT_MS) for the write lock;
+# when it still answers busy it is tried again after these pauses (seconds), then StoreBusy.
+WRITE_RETRY_PAUSES = (0.05, 0.1, 0.2)
 VISIBLE_TABLES = 16  # cached visibility sets per connection (distinct principals/filters)
 
 
@@ -116,8 +119,54 @@ class Db:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
+        """A write transaction: see ``write``."""
+        with self.write():
+            yield
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """A read transaction (deferred): several reads that see one state of the index."""
         with translated(), self.conn:
             yield
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[None]:
+        """A write transaction that takes SQLite's write lock when it begins (``BEGIN IMMEDIATE``),
+        so that its reads and writes see one state: a deferred transaction that reads first and
+        writes later fails at once with SQLITE_BUSY when another connection committed in between
+        (its snapshot is stale; waiting cannot help). Beginning is retried on busy with a bounded
+        backoff; then it is StoreBusy, with nothing written. Nested, it is a savepoint of the outer
+        transaction. Commits on success, rolls back on error."""
+        with translated():
+            if not self.conn.getautocommit():
+                with self.conn:
+                    yield
+                return
+            self._begin_immediate()
+            try:
+                yield
+            except BaseException:
+                self._rollback()
+                raise
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _begin_immediate(self) -> None:
+        for pause in (*WRITE_RETRY_PAUSES, None):
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                return
+            except apsw.BusyError:
+                if pause is None:
+                    raise
+                time.sleep(pause)
+
+    def _rollback(self) -> None:
+        if not self.conn.getautocommit():  # SQLite may have rolled back already (a full disk, an I/O error)
+            self.conn.execute("ROLLBACK")
 
     def one(self, sql: str, params: Any = ()) -> Any:
         row = self.conn.execute(sql, params).fetchone()

@@ -71,7 +71,7 @@ class SqliteDocuments:
     def snapshot(self) -> Iterator[None]:
         """Several reads that see one state of the index, even while another process commits
         (a read transaction in WAL mode)."""
-        with self.db.transaction():
+        with self.db.snapshot():
             yield
 
     # -- notes ---------------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class SqliteDocuments:
         row = self.db.conn.execute("SELECT id FROM notes WHERE path=?", (path,)).fetchone()
         if row is None:
             return False
-        with self.db.conn:
+        with self.db.write():
             self._delete_note_rowid(int(row[0]))
         return True
 
@@ -310,7 +310,7 @@ class SqliteDocuments:
 
     def save_run(self, run: RunRecord) -> None:
         """Persist one run (its frame and trace are JSON-ready documents)."""
-        with self.db.conn:
+        with self.db.write():
             self.db.conn.execute(
                 "INSERT OR REPLACE INTO runs(run_id, kind, created_at, principals, question, refused, total_ms,"
                 " frame, trace) VALUES (?,?,?,?,?,?,?,?,?)",

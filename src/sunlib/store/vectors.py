@@ -58,7 +58,7 @@ class SqliteVectors:
     # -- spaces --------------------------------------------------------------------------------
 
     def ensure_space(self, space: Space) -> None:
-        with self.db.conn:
+        with self.db.write():
             self.db.conn.execute(
                 "INSERT OR IGNORE INTO spaces(name, provider, model, dim, chunker, vec_table, created_at)"
                 " VALUES(?,?,?,?,?,?,?)",
@@ -87,7 +87,7 @@ class SqliteVectors:
         many were stored. A chunk rewritten (or deleted) since it was read for embedding keeps
         no vector of its old text: it is pending again."""
         written = 0
-        with self.db.conn:
+        with self.db.write():
             c = self.db.conn
             self.db.bump()
             for item in items:
@@ -111,7 +111,7 @@ class SqliteVectors:
 
     def delete(self, space: Space, chunk_ids: Sequence[str]) -> None:
         rowids = list(rowids_of(self.db, chunk_ids).values())
-        with self.db.conn:
+        with self.db.write():
             self.db.bump()
             self._drop(space, rowids)
 
@@ -124,14 +124,19 @@ class SqliteVectors:
             )
 
     def reconcile(self, space: Space) -> Reconciled:
-        """Drop vectors whose chunk is gone or carries another stamp (and stamps without a vector)."""
+        """Drop vectors whose chunk is gone or carries another stamp, and stamps without a vector."""
         if not self.has_space(space):
             return Reconciled(space.name, 0, 0, self.count_pending(space)[0])
         orphans, stale = self._out_of_step(space)
-        if orphans or stale:
+        loose = self.db.one(
+            f"SELECT 1 FROM vector_stamps WHERE space = ? AND chunk_rowid NOT IN (SELECT rowid FROM {_rowids(space)})"
+            " LIMIT 1",
+            (space.name,),
+        )
+        if orphans or stale or loose:
             # Write first, then look again under the write lock: a read that turns into a write
             # would fail at once (SQLITE_BUSY) if another process committed in between.
-            with self.db.conn:
+            with self.db.write():
                 self.db.bump()
                 orphans, stale = self._out_of_step(space)
                 self._drop(space, orphans + stale)
