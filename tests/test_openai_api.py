@@ -180,6 +180,11 @@ def test_the_stream_carries_the_same_answer_and_ends_with_citations(url: str) ->
     assert r.headers["content-type"].startswith("text/event-stream")
     assert data[-1] == "[DONE]"
     assert json.loads(data[-2])["sunlib"]["reason_code"] == "low_gate"
+    first, piece = json.loads(data[0]), json.loads(data[1])
+    assert first["choices"] == [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}
+    ]
+    assert set(piece) == {"id", "object", "created", "model", "choices", "system_fingerprint"}  # no extras yet
 
 
 def test_a_refusal_is_an_ordinary_message_marked_by_sunlib(url: str, lib: Library) -> None:
@@ -214,6 +219,13 @@ def test_a_public_token_never_gets_ops_evidence(url: str, lib: Library) -> None:
 # -- the conversation -------------------------------------------------------------------------
 
 
+def route_details(url: str, run_id: str) -> dict[str, Any]:
+    """The Intent Router step's details of a saved run."""
+    run = httpx.get(f"{url}/api/runs/{run_id}", headers={"Authorization": "Bearer tok-public"}).json()
+    (route,) = [s for s in run["trace"]["steps"] if s["name"] == Step.ROUTE]
+    return dict(route["details"])
+
+
 def test_a_follow_up_is_asked_standalone_and_shows_in_the_route_step(url: str, lib: Library) -> None:
     first = ask(url, ANSWERED)
     messages = [
@@ -227,9 +239,8 @@ def test_a_follow_up_is_asked_standalone_and_shows_in_the_route_step(url: str, l
     rewrite = meta["follow_up"]
     assert rewrite["said"] == "and its default?" and rewrite["turn"] == 0
     assert rewrite["standalone"] == meta["question"] == "and its default? (SUNLIB_HOME environment variable)"
-    run = httpx.get(f"{url}/api/runs/{meta['run_id']}", headers={"Authorization": "Bearer tok-public"}).json()
-    (route,) = [s for s in run["trace"]["steps"] if s["name"] == Step.ROUTE]
-    assert route["details"]["follow_up"] == rewrite
+    assert route_details(url, meta["run_id"])["follow_up"] == rewrite
+    assert "follow_up" not in route_details(url, extra(first, "sunlib")["run_id"])  # a lone question: as before
     # a new question in the same conversation stands on its own: the answer a single question gets
     messages[-1] = {"role": "user", "content": REFUSED}
     again = ask(url, "", messages=messages)

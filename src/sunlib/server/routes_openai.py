@@ -272,8 +272,7 @@ async def _chunks(state: Any, run: Any, prompt: Sequence[str], model: str) -> As
 
     def chunk(delta: Delta, **final: Any) -> str:
         choice = ChunkChoice(delta=delta, finish_reason="stop" if final else None)
-        out = ChatCompletionChunk(id=chunk_id, created=created, model=model, choices=[choice], **final)
-        return out.model_dump_json(exclude_none=True)
+        return chunk_json(ChatCompletionChunk(id=chunk_id, created=created, model=model, choices=[choice], **final))
 
     yield chunk(Delta(role="assistant", content=""))
     markers, sent = Markers(), ""
@@ -287,7 +286,9 @@ async def _chunks(state: Any, run: Any, prompt: Sequence[str], model: str) -> As
                 yield json.dumps(error_body(data["message"], "server_error", data["error"]), ensure_ascii=False)
             elif kind == "result":
                 result: AskResult = data
-                sent += markers.flush()
+                for piece in pieces(markers.flush()):  # a held "[" that began no marker
+                    sent += piece
+                    yield chunk(Delta(content=piece))
                 content, order = numbered(result.frame.answer)
                 rest = _rest(result, content, sent)
                 for piece in pieces(rest):
@@ -296,6 +297,18 @@ async def _chunks(state: Any, run: Any, prompt: Sequence[str], model: str) -> As
                 final = {"citations": citations_out(result, order), "sunlib": sunlib_out(result, order, rule)}
                 yield chunk(Delta(), usage=usage, **final)
     yield "[DONE]"
+
+
+def chunk_json(chunk: ChatCompletionChunk) -> str:
+    """A chunk as OpenAI sends one: ``finish_reason`` and ``logprobs`` null until the end, a delta
+    without the keys it does not set, and sunlib's fields (and ``usage``) in the final chunk only."""
+    data = chunk.model_dump(mode="json")
+    for key in ("usage", "citations", "sunlib"):
+        if data[key] is None:
+            del data[key]
+    for choice in data["choices"]:
+        choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}
+    return json.dumps(data, ensure_ascii=False)
 
 
 def _rest(result: AskResult, content: str, sent: str) -> str:
