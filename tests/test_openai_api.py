@@ -314,3 +314,15 @@ def test_an_llm_writers_tokens_stream_with_markers_numbered(hash_library: Librar
     for usage in (whole["usage"], final["usage"]):
         assert usage["prompt_tokens"] == 321 and usage["completion_tokens"] == 45
     assert final["sunlib"]["usage"] == whole["sunlib"]["usage"] == "reported"
+
+
+def test_without_tokens_v1_serves_loopback_clients_and_hosts_only(hash_library: Library) -> None:
+    api = Api(create_app(hash_library))
+    assert api.get("/v1/models").json()["data"][0]["id"] == "sunlib"  # no token needed on loopback
+    for r in (
+        Api(api.app, host="10.1.2.3").get("/v1/models"),  # another machine
+        api.get("/v1/models", headers={"Host": "rebind.example:8765"}),  # DNS rebinding
+    ):
+        assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error", r.text
+    r = api.get("/v1/nothing")
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
