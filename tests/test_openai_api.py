@@ -31,6 +31,9 @@ ANSWERED = "What is the SUNLIB_HOME environment variable used for?"
 REFUSED = "Which port does the sunlib web server listen on?"
 OPS_ONLY = "When is the weekly rebuild window?"  # answered from the ops runbook, refused without it
 TOKENS = {"tok-public": [], "tok-ops": ["ops"]}
+# an LLM writer behind an open gate (the hash embedder's scores would refuse everything)
+OPEN_GATE = {"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+OPEN_GATE |= {"answerable_threshold": 0.0}
 
 
 @pytest.fixture(scope="module")
@@ -279,14 +282,7 @@ def test_markers_split_across_deltas_are_numbered_once() -> None:
 
 def test_an_llm_writers_tokens_stream_with_markers_numbered(hash_library: Library, chat_server: ChatServer) -> None:
     lib = hash_library.with_settings(
-        answer={
-            "writer": "openai",
-            "router": "rules",
-            "gate_threshold": 0.0,
-            "gate_threshold_bm25": 0.0,
-            "answerable_threshold": 0.0,
-        },
-        llm={"base_url": chat_server.base_url, "model": "test", "max_retries": 0, "timeout_s": 30},
+        answer=OPEN_GATE, llm={"base_url": chat_server.base_url, "model": "test", "max_retries": 0, "timeout_s": 30}
     )
 
     def reply(body: dict[str, Any]) -> str:  # quote two sources, each cited by its chunk id
@@ -326,3 +322,31 @@ def test_without_tokens_v1_serves_loopback_clients_and_hosts_only(hash_library: 
         assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error", r.text
     r = api.get("/v1/nothing")
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+
+
+def test_a_streamed_draft_the_verifier_rejects_is_followed_by_the_refusal(
+    hash_library: Library, chat_server: ChatServer
+) -> None:
+    lib = hash_library.with_settings(
+        answer=OPEN_GATE, llm={"base_url": chat_server.base_url, "model": "test", "max_retries": 0, "timeout_s": 30}
+    )
+
+    def reply(body: dict[str, Any]) -> str:  # cites a real chunk for a claim it does not make
+        cid = next(iter(sources(user_message(body))))
+        return f"Zebras migrate across the purple ocean every winter. [ref:{cid}]"
+
+    chat_server.writer.reply = reply
+    api = Api(create_app(lib))
+    payload = {"model": "sunlib", "messages": [{"role": "user", "content": "How are nightly snapshots rotated?"}]}
+    whole = api.post("/v1/chat/completions", json=payload).json()
+    assert whole["sunlib"]["reason_code"] == "unsupported_draft" and whole["citations"] == []
+    refusal = whole["choices"][0]["message"]["content"]
+    assert refusal.startswith("I can't answer this from your notes: ")
+    r = api.post("/v1/chat/completions", json={**payload, "stream": True})
+    chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks)
+    # what was streamed stays; the refusal follows it, and [1] is marked as not verified
+    assert content == f"Zebras migrate across the purple ocean every winter. [1]\n\n{refusal}"
+    final = chunks[-1]
+    assert final["sunlib"]["refused"] is True and final["sunlib"]["unverified_markers"] == [1]
+    assert final["citations"] == [] and final["choices"][0]["finish_reason"] == "stop"

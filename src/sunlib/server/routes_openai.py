@@ -289,7 +289,9 @@ async def _chunks(state: Any, run: Any, prompt: Sequence[str], model: str) -> As
                 for piece in pieces(markers.flush()):  # a held "[" that began no marker
                     sent += piece
                     yield chunk(Delta(content=piece))
-                content, order = numbered(result.frame.answer)
+                content, numbers = numbered(result.frame.answer)
+                # the numbers the client saw: the final text's, or the streamed draft's when that was rejected
+                order = numbers if content.startswith(sent) else markers.order
                 rest = _rest(result, content, sent)
                 for piece in pieces(rest):
                     yield chunk(Delta(content=piece))
