@@ -1,5 +1,6 @@
 """Clients for the tests: the ``sunlib`` command (in this process, or in a subprocess where the
-process boundary is what a test is about), and synchronous calls into the ASGI app."""
+process boundary is what a test is about), synchronous calls into the ASGI app, and the app served
+live on a loopback port (``Served``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 from click.testing import CliRunner
 from rich.console import Console
 
@@ -163,3 +167,25 @@ def llm_libraries(
     finally:
         for lib in libs:
             lib.close()
+
+
+class Served:
+    """``create_app`` on uvicorn at 127.0.0.1 and a free port, with its lifespan."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-import uvicorn
 from pydantic import ValidationError
 
+from clients import Served
 from llm_server import ChatServer
 from sse import sse
 from sunlib import Library
@@ -168,28 +168,6 @@ def test_the_sentence_model_embeds_from_two_threads_at_once() -> None:
 
 
 # -- a search beside a writing LLM ---------------------------------------------------------------
-
-
-class Served:
-    """``create_app`` on uvicorn at 127.0.0.1 and a free port, with its lifespan."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        return f"http://127.0.0.1:{port}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
 
 
 @pytest.fixture

@@ -237,6 +237,25 @@ class SearchFilters:
 
 
 @dataclass(frozen=True)
+class Turn:
+    """One earlier message of a conversation, as a chat client sends it back with the next one."""
+
+    role: Literal["user", "assistant"]
+    text: str
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A follow-up made standalone (``answer.conversation``): the user's own words, the question
+    the pipeline ran on instead, why, and which earlier user turn (0-based) lent its terms."""
+
+    said: str
+    standalone: str
+    reason: str
+    turn: int
+
+
+@dataclass(frozen=True)
 class RouteDecision:
     route: Literal["direct", "rag"]
     reason: str

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .compose import Shared, ThreadStores
 from .config import Settings, load_settings, merge
-from .contracts import AskResult, SearchFilters, SearchResult
+from .contracts import AskResult, SearchFilters, SearchResult, Turn
 from .errors import UserError
 from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
@@ -273,9 +273,11 @@ class Library:
         listener: Listener | None = None,
         on_token: Callable[[str], None] | None = None,
         save: bool | None = None,
+        history: Sequence[Turn] = (),
     ) -> AskResult:
-        """A cited answer or a refusal with its reason; the run is saved in the index."""
-        return self.asker.ask(question, filters, principals, listener, on_token, save)
+        """A cited answer or a refusal with its reason; the run is saved in the index. ``history``:
+        the conversation's earlier turns (an obvious follow-up is asked standalone)."""
+        return self.asker.ask(question, filters, principals, listener, on_token, save, history)
 
     def calibrate(
         self,

@@ -28,15 +28,17 @@ from ..contracts import (
     RouteDecision,
     RunTrace,
     SearchFilters,
+    Turn,
     to_jsonable,
 )
 from ..errors import UserError
 from ..providers import Embedder, Reranker, Writer, create_reranker, create_writer, sentence_model
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
-from ..store import RunRecord, Store
+from ..store import RunRecord, Store, Visibility
 from ..trace import Listener, Tracer
 from .citations import Verification, source_cards
+from .conversation import follow_up
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage, create_judge
 from .refusals import joined, refusal
@@ -109,14 +111,19 @@ class Asker:
         listener: Listener | None = None,
         on_token: Callable[[str], None] | None = None,
         save: bool | None = None,
+        history: Sequence[Turn] = (),
     ) -> AskResult:
+        """``history``: the conversation's earlier turns; an obvious follow-up is asked standalone
+        (``answer.conversation``) and the Route step records it. No history, no change."""
         question = question.strip()
         if not question:
             raise UserError("the question is empty")
         if len(question) > MAX_QUERY_CHARS:
             raise UserError(f"the question is {len(question)} characters; the limit is {MAX_QUERY_CHARS}")
         who = tuple(principals if principals is not None else self.settings.search.principals)
-        q = Question(question, language(question), filters, who, on_token)
+        rewrite = follow_up(question, history, self._known(who, filters)) if history else None
+        text = rewrite.standalone[:MAX_QUERY_CHARS] if rewrite is not None else question
+        q = Question(text, language(question), filters, who, on_token, rewrite)
         tracer = Tracer("ask", listener)
         started = time.time()
         board: dict[str, Any] = {"question": q}
@@ -144,6 +151,16 @@ class Asker:
             tokens=tokens,
         )
         return AskResult(frame, trace, route, selection, verification)
+
+    def _known(self, who: tuple[str, ...], filters: SearchFilters | None) -> Callable[[Sequence[str]], bool]:
+        """Does any of these terms occur in a chunk ``who`` may see (under ``filters``)?"""
+        visibility = Visibility.of(who, filters)
+
+        def known(names: Sequence[str]) -> bool:
+            _, df = self.store.lexical.doc_freqs(list(names), visibility)
+            return any(df.get(name, 0) > 0 for name in names)
+
+        return known
 
     # -- the answer frame -------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from ..contracts import (
     BuiltContext,
     Draft,
     Evidence,
+    FollowUp,
     Hit,
     Ranked,
     RouteDecision,
@@ -88,6 +89,7 @@ class Question:
     filters: SearchFilters | None
     principals: tuple[str, ...]
     on_token: Callable[[str], None] | None = None
+    follow_up: FollowUp | None = None  # set when ``text`` is a follow-up made standalone (conversation.py)
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,7 @@ class RouteStage(Stage[AskIn, RouteDecision]):
         with tracer.step(Step.ROUTE, f"{question[:80]!r}") as step:
             decision = self.router.decide(question)
             fallback = decision.fallback
+            rewrite = inp.question.follow_up
             step.done(
                 f"{decision.route}: {decision.reason}",
                 status="warning" if fallback else "ok",
@@ -207,6 +210,8 @@ class RouteStage(Stage[AskIn, RouteDecision]):
                 confidence=decision.confidence,
                 router=decision.router,
                 fallback=fallback,
+                # only a follow-up adds this key: a single question's trace is unchanged
+                **({"follow_up": to_jsonable(rewrite)} if rewrite is not None else {}),
             )
             if fallback:
                 tracer.warn(fallback)

@@ -136,6 +136,9 @@ def create_app(library: Library) -> FastAPI:
 
     for module in (routes_query, routes_runs, routes_index, routes_notes):
         app.include_router(module.router)
+    from .routes_openai import create_v1
+
+    app.mount("/v1", create_v1(app.state.sunlib))  # OpenAI-compatible: same tokens and rules, OpenAI's errors
 
     if settings.mcp.http:
         from . import mcp_http

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -14,6 +15,7 @@ from sse_starlette.sse import EventSourceResponse
 from ..contracts import AskResult, StepTrace, to_jsonable
 from ..errors import SunlibError
 from ..steps import Step, describe
+from ..trace import Listener
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
 from .schemas import AskBody, AskOut, SearchBody, SearchOut, StepsOut
@@ -60,6 +62,100 @@ def step_event(step: StepTrace) -> dict[str, Any]:
     return dict(to_jsonable(step))
 
 
+# runs one ask with a step listener and a token callback
+AskRun = Callable[[Listener, Callable[[str], None]], AskResult]
+
+
+async def streamed_ask(state: Any, run: AskRun) -> AsyncGenerator[tuple[str, Any], None]:
+    """Run an ask on a worker thread and yield what it reports as it happens: ``("step",
+    StepTrace)``, ``("token", str)``, then ``("result", AskResult)`` or ``("error", {error,
+    message})``. Closing the iterator (the client went away) stops the run at its next step or
+    token. /api/ask/stream and /v1/chat/completions both stream through this."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+    cancelled = threading.Event()
+
+    def emit(item: tuple[str, Any] | None) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    def listener(step: StepTrace) -> None:
+        if cancelled.is_set():
+            raise RunCancelled
+        emit(("step", step))
+
+    def on_token(delta: str) -> None:
+        if cancelled.is_set():
+            raise RunCancelled
+        emit(("token", delta))
+
+    def work() -> None:
+        try:
+            with state.asks.track():
+                result = run(listener, on_token)
+            emit(("result", result))
+        except RunCancelled:
+            pass
+        except SunlibError as exc:
+            emit(("error", body(exc.code, str(exc))))
+        except Exception as exc:  # never a traceback to the client
+            emit(("error", body("internal_error", f"internal error ({type(exc).__name__})")))
+        finally:
+            emit(None)
+
+    loop.run_in_executor(None, work)
+    try:
+        while (item := await queue.get()) is not None:
+            yield item
+    finally:
+        cancelled.set()
+
+
+def api_events(kind: str, data: Any) -> list[tuple[str, Any]]:
+    """The /api/ask/stream events for one item of ``streamed_ask``."""
+    if kind == "step":
+        out: list[tuple[str, Any]] = [("step", step_event(data))]
+        if data.name == Step.CONTEXT and data.status == "ok":
+            d = data.details
+            out.append(
+                (
+                    "context_built",
+                    {
+                        "chunks": [s["chunk_id"] for s in d.get("sources", [])],
+                        "sources": d.get("sources", []),
+                        "chars": d.get("chars"),
+                        "token_estimate": d.get("token_estimate"),
+                        "score_stats": d.get("score_stats"),
+                    },
+                )
+            )
+        return out
+    if kind == "token":
+        return [("token", {"delta": data})]
+    if kind == "error":
+        return [("error", data)]
+    result: AskResult = data
+    frame = result.frame
+    citations = {
+        "citations": to_jsonable(frame.citations),
+        "sources": to_jsonable(frame.sources),
+        "sentences": to_jsonable(frame.sentences),
+        "evidence": to_jsonable(frame.evidence),
+    }
+    finish = {
+        "answer": frame.answer,
+        "route": frame.route,
+        "confidence": frame.confidence,
+        "confidence_level": frame.confidence_level,
+        "refused": frame.refused,
+        "refusal_reason": frame.refusal_reason,
+        "refusals": to_jsonable(frame.refusals),
+        "unsupported": frame.unsupported,
+        "run_id": result.run_id,
+        "total_ms": result.trace.total_ms,
+    }
+    return [("citations", citations), ("finish", finish)]
+
+
 @router.post("/ask/stream", response_class=EventSourceResponse, responses=SSE_RESPONSE)
 async def ask_stream(
     req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
@@ -69,86 +165,14 @@ async def ask_stream(
     writes, ``citations``, then ``finish`` (confidence, refused, refusal_reason, refusals, run_id).
     On failure: ``error``. A client that disconnects stops the run."""
     state = request.app.state.sunlib
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
-    cancelled = threading.Event()
 
-    def emit(event: str | None, data: Any = None) -> None:
-        loop.call_soon_threadsafe(queue.put_nowait, None if event is None else (event, data))
-
-    def listener(step: StepTrace) -> None:
-        if cancelled.is_set():
-            raise RunCancelled
-        emit("step", step_event(step))
-        if step.name == Step.CONTEXT and step.status == "ok":
-            d = step.details
-            emit(
-                "context_built",
-                {
-                    "chunks": [s["chunk_id"] for s in d.get("sources", [])],
-                    "sources": d.get("sources", []),
-                    "chars": d.get("chars"),
-                    "token_estimate": d.get("token_estimate"),
-                    "score_stats": d.get("score_stats"),
-                },
-            )
-
-    def on_token(delta: str) -> None:
-        if cancelled.is_set():
-            raise RunCancelled
-        emit("token", {"delta": delta})
-
-    def work() -> None:
-        try:
-            with state.asks.track():
-                result = state.library.ask(
-                    req.question, req.filters.contract(), principals, listener=listener, on_token=on_token
-                )
-            frame = result.frame
-            emit(
-                "citations",
-                {
-                    "citations": to_jsonable(frame.citations),
-                    "sources": to_jsonable(frame.sources),
-                    "sentences": to_jsonable(frame.sentences),
-                    "evidence": to_jsonable(frame.evidence),
-                },
-            )
-            emit(
-                "finish",
-                {
-                    "answer": frame.answer,
-                    "route": frame.route,
-                    "confidence": frame.confidence,
-                    "confidence_level": frame.confidence_level,
-                    "refused": frame.refused,
-                    "refusal_reason": frame.refusal_reason,
-                    "refusals": to_jsonable(frame.refusals),
-                    "unsupported": frame.unsupported,
-                    "run_id": result.run_id,
-                    "total_ms": result.trace.total_ms,
-                },
-            )
-        except RunCancelled:
-            pass
-        except SunlibError as exc:
-            emit("error", body(exc.code, str(exc)))
-        except Exception as exc:  # never a traceback to the client
-            emit("error", body("internal_error", f"internal error ({type(exc).__name__})"))
-        finally:
-            emit(None)
-
-    loop.run_in_executor(None, work)
+    def run(listener: Listener, on_token: Callable[[str], None]) -> AskResult:
+        return state.library.ask(req.question, req.filters.contract(), principals, listener=listener, on_token=on_token)
 
     async def events() -> AsyncIterator[dict[str, str]]:
-        try:
-            while True:
-                item = await queue.get()
-                if item is None:
-                    return
-                event, data = item
-                yield {"event": event, "data": json.dumps(data, ensure_ascii=False)}
-        finally:
-            cancelled.set()
+        async with aclosing(streamed_ask(state, run)) as items:
+            async for kind, data in items:
+                for event, payload in api_events(kind, data):
+                    yield {"event": event, "data": json.dumps(payload, ensure_ascii=False)}
 
     return EventSourceResponse(events())
