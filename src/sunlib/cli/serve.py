@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -44,7 +45,9 @@ def serve(
         remove_stale_temps(lib.vault)
         if index_first:
             err.print(f"indexing {lib.vault} ...")
-            lib.index()
+            report = lib.index()
+            for path, reason in report.failed:  # as `sunlib index` reports them; plain text, no markup
+                sys.stderr.write(f"failed: {path}: {' '.join(reason.split())}\n")
         remember_vault(lib.vault)
         url = f"http://{'127.0.0.1' if s.host in ('0.0.0.0', '::') else s.host}:{s.port}/"
         err.print(f"sunlib serving {lib.vault} at {url}  (API docs: {url}docs; Ctrl-C to stop)")
