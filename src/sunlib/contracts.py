@@ -4,7 +4,10 @@ Everything here is frozen: a stage returns new objects and never mutates its
 input, so each step's output can be kept in the trace as it was.
 
 Offsets: ``start``/``end`` are UTF-16 code units into the note's full file
-text (what a browser editor counts), lines are 1-based and inclusive.
+text (what a browser editor counts), lines are 1-based and inclusive. The text
+is the file's with its BOM dropped and every line ending as LF (``ingest.vault.
+normalize_newlines``): exact against the file for LF and lone-CR endings; for
+CRLF they count into that text, which the API serves as the note's ``content``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ millions of values (each ``*a`` repeats everything ``&a`` holds), and deep nesti
 (``[[[...]]]``) exhausts Python's stack in the recursive composer. ``load_yaml`` counts
 while PyYAML composes the node graph, before any Python object is built, and stops at:
 
-- ``MAX_DEPTH`` levels of nesting (checked before each descent, so no RecursionError);
+- ``MAX_DEPTH`` levels of nesting (checked before each descent, so no RecursionError, and for
+  ``[``/``{`` already in the scanner);
 - ``MAX_NODES`` values in the expanded document: an alias counts as every value it
   stands for, so the count is that of the JSON the metadata would become;
 - ``MAX_SCALAR_CHARS`` characters of scalars in the expanded document (an alias to one
@@ -41,6 +42,13 @@ class _BoundedLoader(yaml.SafeLoader):
         self._nodes = 0
         self._chars = 0
         self._sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, scalar chars) it expands to
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        # The scanner looks up to 1024 characters ahead for every open "[" or "{" (each may start
+        # a key), so 1000 of them cost a second before the composer sees the first: stop here.
+        super().fetch_flow_collection_start(TokenClass)
+        if self.flow_level > MAX_DEPTH:
+            raise YamlTooLarge(f"nested deeper than {MAX_DEPTH} levels")
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         if self.check_event(yaml.AliasEvent):
