@@ -27,7 +27,9 @@ Writes are atomic: the text goes to a hidden temp file (``.NAME.<random>.sunlib-
 the vault walk skips) in the note's own folder, is fsynced, checked by the caller's
 ``validate`` hook, and then published with ``os.replace`` (update) or a hard link that fails
 when the name exists (create: no window in which a collision goes unnoticed); the folder is
-fsynced after. A failed write removes its temp file. Missing parent folders are created.
+fsynced after. A failed write removes its temp file; one left by a killed process is removed by
+``remove_stale_temps`` when ``sunlib index`` or ``sunlib serve`` starts. Missing parent folders are
+created. Reads (``read_note``) open folders and file the same way, so a link is never read through.
 
 A note's sidecar (``NAME.metadata.yaml``) is part of the note: a move carries it (linked to
 the new name first, then the old names removed, so at no moment is the note file on disk

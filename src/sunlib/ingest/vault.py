@@ -124,6 +124,13 @@ def _report_link(root: Path, path: Path, kind: str, problems: list[Skipped]) -> 
         problems.append(Skipped(rel, f"symbolic link to a {kind} outside the vault: not indexed"))
 
 
+def _read(path: Path) -> bytes:
+    """A file's bytes, refusing a link swapped in since the walk (``O_NOFOLLOW`` where it exists)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
 def _rel(root: Path, path: Path) -> str:
     try:
         return path.relative_to(root).as_posix()
@@ -134,9 +141,9 @@ def _rel(root: Path, path: Path) -> str:
 def file_hash(vf: VaultFile) -> str:
     """Hash of the note bytes and its sidecar bytes: what decides 'changed'."""
     try:
-        parts: list[bytes] = [vf.path.read_bytes()]
+        parts: list[bytes] = [_read(vf.path)]
         if vf.sidecar is not None:
-            parts.append(vf.sidecar.read_bytes())
+            parts.append(_read(vf.sidecar))
     except OSError as exc:
         raise NoteError(f"cannot read file: {exc.strerror or exc}") from None
     return sha256_hex(*parts)
@@ -145,7 +152,7 @@ def file_hash(vf: VaultFile) -> str:
 def load_note(vf: VaultFile, default_acl: Sequence[str]) -> tuple[Note, ParsedMarkdown]:
     """Read, parse and merge metadata for one file. Raises NoteError with a reason."""
     try:
-        raw = vf.path.read_bytes()
+        raw = _read(vf.path)
     except OSError as exc:
         raise NoteError(f"cannot read file: {exc.strerror or exc}") from None
     try:
@@ -166,7 +173,7 @@ def load_note(vf: VaultFile, default_acl: Sequence[str]) -> tuple[Note, ParsedMa
     sidecar: dict[str, Any] = {}
     if vf.sidecar is not None:
         try:
-            sidecar_bytes = vf.sidecar.read_bytes()
+            sidecar_bytes = _read(vf.sidecar)
             loaded = load_yaml(sidecar_bytes.decode("utf-8")) or {}
         except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: YamlTooLarge, bad dates, bad UTF-8
             raise NoteError(f"invalid sidecar {vf.sidecar.name}: {_short(exc)}") from None
