@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_HOME := $(CURDIR)/.demo
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo test lint typecheck unit browser bench llama test-llama clean
+.PHONY: install demo test lint typecheck unit browser screenshots bench llama test-llama clean
 
 $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -47,6 +47,11 @@ browser:
 		else echo "chromium is not installed and this is not root: the browser test will be skipped"; fi; }
 
 test: lint typecheck unit
+
+# The README's pictures: the browser test, saving its screenshots into docs/screenshots/ (the test
+# run of `make test` saves them in a temp folder and leaves the checkout clean).
+screenshots: install browser
+	SUNLIB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/test_web_e2e.py
 
 # Optional: the local GGUF writer (not part of `make test`; builds llama.cpp from source).
 llama: install

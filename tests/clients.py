@@ -9,6 +9,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -60,6 +61,17 @@ def sunlib_process(
         env={**os.environ, **(env or {})},
         timeout=timeout,
     )
+
+
+SCREENSHOTS_ENV = "SUNLIB_SCREENSHOTS"
+
+
+def screenshot_dir() -> Path:
+    """Where the browser test saves its screenshots: ``$SUNLIB_SCREENSHOTS`` when set (``make
+    screenshots`` sets docs/screenshots, the pictures the README shows), else a folder under the
+    system's temp folder, so that ``make test`` never changes a tracked file."""
+    chosen = os.environ.get(SCREENSHOTS_ENV)
+    return Path(chosen) if chosen else Path(tempfile.gettempdir()) / "sunlib-screenshots"
 
 
 def _exit_code(code: object) -> int:

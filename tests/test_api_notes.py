@@ -365,7 +365,8 @@ def test_symlinks_are_never_written_through(app: FastAPI, lib: Library, vault: P
     (vault / "outlink").symlink_to(outside, target_is_directory=True)
     (vault / "linked.md").symlink_to(secret)
     (vault / "guide" / "inlink").symlink_to(vault / "reference", target_is_directory=True)
-    lib.index(embed=False)  # the walk follows links: linked.md is a note
+    report = lib.index(embed=False)  # the walk never follows links (tests/test_hostile_notes.py)
+    assert ("linked.md", "symbolic link to a file outside the vault: not indexed") in report.failed
 
     for path in ("outlink/new.md", "outlink/deeper/new.md", "guide/inlink/new.md", "linked.md"):
         r = call(app, "POST", "/api/notes", json={"path": path, "content": "# Escape\n"})
@@ -373,15 +374,14 @@ def test_symlinks_are_never_written_through(app: FastAPI, lib: Library, vault: P
     assert sorted(p.name for p in outside.iterdir()) == ["secret.md"]
     assert not (vault / "reference" / "new.md").exists()
 
-    linked = note_id_of(lib, "linked.md")
-    assert call(app, "GET", f"/api/notes/{linked}").json()["content"].startswith("# Linked")
-    for method, url, body in (
-        ("PATCH", f"/api/notes/{linked}", {"content": "# Overwritten\n"}),
-        ("POST", f"/api/notes/{linked}/move", {"new_path": "unlinked.md"}),
-        ("DELETE", f"/api/notes/{linked}", None),
-    ):
-        r = call(app, method, url, json=body)
-        assert r.status_code == 400 and r.json()["error"] == "bad_path", (method, r.text)
+    assert "linked.md" not in lib.store.note_states_of(["linked.md"])  # not a note: nothing to PATCH
+    for path in ("linked.md", "outlink/secret.md"):
+        with pytest.raises(BadPath):
+            notes_io.write_note(vault, path, "# Overwritten\n", create=False)
+    with pytest.raises(BadPath):
+        notes_io.move_note(vault, "linked.md", "unlinked.md")
+    with pytest.raises(BadPath):
+        notes_io.delete_note(vault, "linked.md")
     assert secret.read_text("utf-8") == "# Linked\n\nlinked outside text\n"
     assert (vault / "linked.md").is_symlink() and not (vault / "unlinked.md").exists()
 

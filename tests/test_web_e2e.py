@@ -3,7 +3,8 @@
 Ask (streamed over SSE) gives a cited answer whose citation chips open the note with the cited
 span marked and scrolled into view; the run chain shows the eleven steps; an unanswerable question
 shows the refusal state with its reason; search results open the note at their span; note text
-with HTML and JavaScript in it is shown as text and never runs. Screenshots go to docs/screenshots/.
+with HTML and JavaScript in it is shown as text and never runs. Screenshots go to a temp folder, or
+to docs/screenshots/ under ``make screenshots`` (``clients.screenshot_dir``).
 
 The sample vault is the session's e5 index (``e5_library``), opened again read-mostly; the
 injection test indexes its own tiny vault with the hash embedder, so nothing shared is modified.
@@ -25,6 +26,7 @@ import httpx
 import pytest
 import uvicorn
 
+from clients import screenshot_dir
 from llm_server import ChatServer
 from llm_server import Script as LLMScript
 from llm_server import sources as llm_sources
@@ -41,7 +43,7 @@ if CHROMIUM is None:
     pytest.skip("chromium is not installed (/usr/bin/chromium): the web UI test needs it", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
-SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
+SCREENSHOTS = screenshot_dir()
 VIEWPORT = {"width": 1280, "height": 800}
 STEPS = list(ASK_STEPS)  # the default run chain, from the registry
 CITED_Q = "What is the SUNLIB_HOME environment variable used for?"

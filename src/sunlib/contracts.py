@@ -4,7 +4,10 @@ Everything here is frozen: a stage returns new objects and never mutates its
 input, so each step's output can be kept in the trace as it was.
 
 Offsets: ``start``/``end`` are UTF-16 code units into the note's full file
-text (what a browser editor counts), lines are 1-based and inclusive.
+text (what a browser editor counts), lines are 1-based and inclusive. The text
+is the file's with its BOM dropped and every line ending as LF (``ingest.vault.
+normalize_newlines``): exact against the file for LF and lone-CR endings; for
+CRLF they count into that text, which the API serves as the note's ``content``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+from .errors import UserError
 from .text.terms import TermWeights
 
 if TYPE_CHECKING:  # the answer stages' records, carried by AskResult
@@ -213,6 +217,10 @@ class SearchResult:
         return data
 
 
+# The most entries each filter may hold (the HTTP API's Filters model declares the same).
+FILTER_CAPS: Mapping[str, int] = MappingProxyType({"folders": 50, "tags": 50, "note_ids": 200, "metadata": 50})
+
+
 @dataclass(frozen=True)
 class SearchFilters:
     """Restrictions applied inside the SQL of every route, before ranking.
@@ -220,6 +228,9 @@ class SearchFilters:
     Folders: any of them (prefix match on the vault path). Tags: all of them.
     Note ids: any of them. Time range: note mtime (epoch seconds). Metadata:
     every key must have the value (case-insensitive; list values match any item).
+
+    Each list is capped (``FILTER_CAPS``): every folder, tag and metadata pair is one more
+    SQL term, and SQLite refuses a query past its expression depth (1000) with an error.
     """
 
     folders: tuple[str, ...] = ()
@@ -228,6 +239,12 @@ class SearchFilters:
     since: float | None = None
     until: float | None = None
     metadata: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, cap in FILTER_CAPS.items():
+            count = len(getattr(self, name))
+            if count > cap:
+                raise UserError(f"filters.{name}: {count} given; at most {cap} are allowed")
 
     def describe(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in ((), None)}

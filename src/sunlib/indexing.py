@@ -15,6 +15,7 @@ is never embedded twice, even when its note changed around it.
 from __future__ import annotations
 
 import dataclasses
+import os
 import stat
 import time
 from collections.abc import Callable, Iterable
@@ -24,7 +25,7 @@ from pathlib import Path
 from .config import IndexSettings, Settings
 from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
 from .ingest.chunkers import Chunker
-from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS
+from .ingest.vault import SKIP_DIRS, sidecar_of
 from .providers import Embedder, create_embedder
 from .store import DocumentStore, NoteState, Space, Store, VectorItem, embed_text_for
 from .text import fts_tokens
@@ -144,19 +145,30 @@ def _write_note(
     except NoteError as exc:
         report.failed.append((vf.rel_path, str(exc)))  # an older indexed version stays
         return
-    moved_from = gone_by_hash.pop(digest, None) if previous is None else None
+    except Exception as exc:  # a bug in loading one note costs that note only, reported
+        report.failed.append((vf.rel_path, f"cannot load the note ({type(exc).__name__}: {exc})"))
+        return
+    moved_from = gone_by_hash.get(digest) if previous is None else None
     if moved_from is not None:
         note = dataclasses.replace(note, note_id=moved_from.note_id)
-        gone.pop(moved_from.path, None)
-        report.moved.append((moved_from.path, vf.rel_path))
     elif previous is None:
         if id_taken(note.note_id):  # a note moved away from this path kept the path's id
             note = dataclasses.replace(note, note_id=note_id_for(f"{vf.rel_path}\x1f{digest}"))
-        report.added.append(vf.rel_path)
     else:
         note = dataclasses.replace(note, note_id=previous.note_id)  # a moved, then edited, note keeps its id
+    try:
+        chunks = chunker.chunk(note, parsed)
+    except Exception as exc:  # a chunker bug costs this note only (reported), never the run
+        report.failed.append((vf.rel_path, f"cannot chunk the note ({type(exc).__name__}: {exc})"))
+        return
+    if moved_from is not None:
+        gone_by_hash.pop(digest, None)
+        gone.pop(moved_from.path, None)
+        report.moved.append((moved_from.path, vf.rel_path))
+    elif previous is None:
+        report.added.append(vf.rel_path)
+    else:
         report.changed.append(vf.rel_path)
-    chunks = chunker.chunk(note, parsed)
     tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]
     store.upsert_note(note, chunks, tokens, chunker.fingerprint)
     report.chunks_written += len(chunks)
@@ -308,16 +320,18 @@ def sync_paths(store: DocumentStore, vault: Path, settings: IndexSettings, paths
 
 
 def _vault_file(vault: Path, rel: str) -> VaultFile | None:
-    """The VaultFile walk_vault would list for ``rel``, or None when it would list none."""
+    """The VaultFile walk_vault would list for ``rel``, or None when it would list none (a
+    symbolic link anywhere on the way included: the walk never follows one)."""
     parts = rel.split("/")
     if any(p.startswith(".") or p in SKIP_DIRS for p in parts) or not parts[-1].lower().endswith(".md"):
         return None
     path = vault / rel
+    if os.path.realpath(path) != os.path.join(os.path.realpath(vault), *parts):
+        return None
     try:
-        st = path.stat()
+        st = path.lstat()
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    sidecar = path.with_name(path.name[:-3] + SIDECAR_SUFFIX)
-    return VaultFile(rel, path, sidecar if sidecar.is_file() else None, st.st_mtime, st.st_size)
+    return VaultFile(rel, path, sidecar_of(path), st.st_mtime, st.st_size)

@@ -73,7 +73,11 @@ class Library:
     def __init__(self, vault: Path, settings: Settings, *, shared: Shared | None = None) -> None:
         self.vault = vault
         self._settings = settings
-        self.index_dir = (settings.index_dir or default_index_dir(vault)).expanduser()
+        index_dir = settings.index_dir or default_index_dir(vault)
+        try:
+            self.index_dir = index_dir.expanduser()
+        except RuntimeError:
+            raise UserError(f"index_dir {index_dir}: cannot expand '~' (no such user or home)") from None
         self.db_path = self.index_dir / DB_NAME
         self._shared = shared if shared is not None and shared.db_path == self.db_path else Shared(self.db_path)
         self._lock = threading.Lock()
@@ -81,7 +85,10 @@ class Library:
 
     @classmethod
     def open(cls, vault: str | Path, config: str | Path | None = None, **overrides: Any) -> Library:
-        root = Path(vault).expanduser()
+        try:
+            root = Path(vault).expanduser()
+        except RuntimeError:  # "~nouser/x": no such user, or no home folder to expand "~" to
+            raise UserError(f"vault folder not found: {vault} (cannot expand '~': no such user or home)") from None
         if not root.is_dir():
             raise UserError(f"vault folder not found: {root}")
         root = root.resolve()

@@ -27,7 +27,9 @@ Writes are atomic: the text goes to a hidden temp file (``.NAME.<random>.sunlib-
 the vault walk skips) in the note's own folder, is fsynced, checked by the caller's
 ``validate`` hook, and then published with ``os.replace`` (update) or a hard link that fails
 when the name exists (create: no window in which a collision goes unnoticed); the folder is
-fsynced after. A failed write removes its temp file. Missing parent folders are created.
+fsynced after. A failed write removes its temp file; one left by a killed process is removed by
+``remove_stale_temps`` when ``sunlib index`` or ``sunlib serve`` starts. Missing parent folders are
+created. Reads (``read_note``) open folders and file the same way, so a link is never read through.
 
 A note's sidecar (``NAME.metadata.yaml``) is part of the note: a move carries it (linked to
 the new name first, then the old names removed, so at no moment is the note file on disk
@@ -50,19 +52,25 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 from .ingest.ids import sha256_hex
-from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS
+from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS, normalize_newlines
 
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
 TEMP_SUFFIX = ".sunlib-tmp"
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{12}" + re.escape(TEMP_SUFFIX))
+# A write holds its temp file for the time of one fsync and one parse: a temp file older than
+# this was left by a process that died, not by a write still under way (in another server).
+STALE_TEMP_SECONDS = 60.0
 
 # (temp file path, sidecar path or None) -> None; raises to refuse the new text
 Validate = Callable[[Path, Path | None], None]
@@ -86,7 +94,7 @@ class Conflict(Exception):
 class NoteFile:
     """A note file as read now: its text as the indexer sees it and the hash the index keeps."""
 
-    text: str  # BOM dropped, CRLF -> LF: the text chunk offsets count into
+    text: str  # BOM dropped, CRLF and lone CR -> LF: the text chunk offsets count into
     content_hash: str
 
 
@@ -291,6 +299,28 @@ def _regular(folder: _Dir, name: str, required: bool) -> os.stat_result | None:
     return st
 
 
+def remove_stale_temps(vault: Path) -> list[str]:
+    """Remove the temp files (``.NAME.<hex>.sunlib-tmp``) that killed writers left in the
+    vault's note folders, if older than ``STALE_TEMP_SECONDS``; their vault paths. Run at the
+    start of ``sunlib index`` and ``sunlib serve``. Links are never followed, and hidden and
+    tool folders (where no note is written) are not visited."""
+    root = Path(os.path.realpath(vault))
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    removed: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk does not descend into links
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS]
+        for name in filenames:
+            if not _TEMP_NAME.fullmatch(name):
+                continue
+            path = Path(dirpath) / name
+            with contextlib.suppress(OSError):
+                st = path.lstat()
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < cutoff:
+                    path.unlink()
+                    removed.append(path.relative_to(root).as_posix())
+    return sorted(removed)
+
+
 def _temp_name(name: str) -> str:
     stem = name[:80]
     return f".{stem}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
@@ -481,14 +511,16 @@ def _delete_in(folder: _Dir, name: str, index: Index) -> None:
 
 
 def read_note(vault: Path, rel: str) -> NoteFile | None:
-    """The note file's text and hash as the indexer would compute them; None when unreadable."""
-    path = vault / rel
-    sidecar = path.with_name(path.name[:-3] + SIDECAR_SUFFIX)
+    """The note file's text and hash as the indexer would compute them; None when unreadable
+    or reached through a symbolic link (folders opened as for writes; the walk skips links too)."""
     try:
-        raw = path.read_bytes()
-        side = sidecar.read_bytes() if sidecar.is_file() else None
+        with _parent(vault, rel, create=False) as (folder, name):
+            raw = folder.read(name)
+            side_name = sidecar_name(name)
+            side_st = folder.lstat(side_name)
+            side = folder.read(side_name) if side_st is not None and stat.S_ISREG(side_st.st_mode) else None
         text = raw.decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, BadPath, Conflict):
         return None
     digest = sha256_hex(raw, side) if side is not None else sha256_hex(raw)
-    return NoteFile(text.replace("\r\n", "\n"), digest)
+    return NoteFile(normalize_newlines(text), digest)

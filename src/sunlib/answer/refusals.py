@@ -26,6 +26,16 @@ from typing import Any
 from ..contracts import Refusal
 
 
+def below(value: float, threshold: float, digits: int) -> str:
+    """``"value < threshold"`` with ``digits`` decimals, or as many more as it takes for the two
+    to read differently (never "0.849 < 0.849"); up to 12, then the exact floats."""
+    for places in range(digits, 13):
+        left, right = f"{value:.{places}f}", f"{threshold:.{places}f}"
+        if left != right:
+            return f"{left} < {right}"
+    return f"{value!r} < {threshold!r}"
+
+
 def _low_gate(p: Mapping[str, Any]) -> str:
     cosine, coverage, sentence = p["top_cosine"], p["coverage"], p["sentence_cosine"]
     parts = (
@@ -36,14 +46,12 @@ def _low_gate(p: Mapping[str, Any]) -> str:
     if sentence is not None:
         parts += f", best sentence {sentence:.3f}"
     absent = f"; not in the evidence: {', '.join(p['missing_terms'])}" if p["missing_terms"] else ""
-    return f"gate score {p['gate_score']:.3f} < {p['threshold']:.3f} ({parts}){absent}"
+    return f"gate score {below(p['gate_score'], p['threshold'], 3)} ({parts}){absent}"
 
 
 def _low_answerability(p: Mapping[str, Any]) -> str:
     absent = f"; not in the evidence: {', '.join(p['missing_terms'])}" if p["missing_terms"] else ""
-    return (
-        f"the evidence is unlikely to answer it (answerability {p['probability']:.2f} < {p['threshold']:.2f}){absent}"
-    )
+    return f"the evidence is unlikely to answer it (answerability {below(p['probability'], p['threshold'], 2)}){absent}"
 
 
 _MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {

@@ -72,23 +72,25 @@ def ask(
         if streamed:
             sys.stdout.write("\n\n")
     if as_json:
-        data: dict[str, Any] = {**to_jsonable(result.frame), "run_id": result.run_id}
+        # an unsaved run has no id `sunlib runs show` could find: none is printed
+        data: dict[str, Any] = {**to_jsonable(result.frame), "run_id": result.run_id if save else None}
         if explain:
             data["trace"] = to_jsonable(result.trace)
         print_json(data)
     else:
-        print_answer(result)
+        print_answer(result, saved=save)
         if explain:
-            print_trace(result.trace)
+            print_trace(result.trace, saved=save)
     if result.frame.refused:
         raise typer.Exit(EXIT_REFUSED)
 
 
-def print_answer(result: AskResult) -> None:
+def print_answer(result: AskResult, saved: bool = True) -> None:
     frame = result.frame
+    run = f"run {result.run_id}" if saved else "run not saved (--no-save)"
     if frame.refused:
         out.print(f"[bold yellow]refused[/]: {escape(frame.refusal_reason or '')}")
-        out.print(f"[dim]run {result.run_id}[/]")
+        out.print(f"[dim]{run}[/]")
         return
     numbers = {c.chunk_id: i for i, c in enumerate(frame.citations, 1)}
     out.print(_numbered(frame, numbers))
@@ -106,10 +108,7 @@ def print_answer(result: AskResult) -> None:
             f"{'  § ' + escape(heading) if heading else ''}[/]"
         )
         out.print(f"     [dim]“{escape(' '.join(c.quote.split()))}”[/]")  # whole: never cut inside the claim
-    out.print(
-        f"[dim]confidence {frame.confidence:.2f} ({frame.confidence_level}) · route {frame.route}"
-        f" · run {result.run_id}[/]"
-    )
+    out.print(f"[dim]confidence {frame.confidence:.2f} ({frame.confidence_level}) · route {frame.route} · {run}[/]")
 
 
 def _numbered(frame: AnswerFrame, numbers: dict[str, int]) -> str:

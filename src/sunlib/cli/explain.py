@@ -15,8 +15,10 @@ from .common import out, to_jsonable
 STATUS_MARK = {"ok": "[green]✓[/]", "skipped": "[dim]-[/]", "warning": "[yellow]![/]", "error": "[red]✗[/]"}
 
 
-def print_trace(trace: RunTrace) -> None:
-    out.print(f"\n[bold]run chain[/] {trace.run_id}  ({trace.total_ms:.1f} ms)")
+def print_trace(trace: RunTrace, saved: bool = True) -> None:
+    """The run chain; ``saved=False`` (``ask --no-save``) shows no run id, which nothing could open."""
+    name = trace.run_id if saved else "(not saved)"
+    out.print(f"\n[bold]run chain[/] {name}  ({trace.total_ms:.1f} ms)")
     _print_steps(trace, None, 0)
     for w in trace.warnings:
         out.print(f" [yellow]![/] {escape(w)}")

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..errors import UserError
 from ..indexing import IndexReport
 from ..library import Library
+from ..notes_io import remove_stale_temps
 from .app import app
 from .common import out, print_json, remember_vault
 from .progress import ProgressBars
@@ -31,6 +32,7 @@ def index(
 ) -> None:
     """Index new and changed notes, drop deleted ones, then embed what has no vector yet."""
     lib = Library.open(path, config).with_settings(embedding={"provider": provider}, index={"chunker": chunker})
+    remove_stale_temps(lib.vault)  # what killed writers left; the walk skips them anyway
     calibration: dict[str, Any] | None = None
     with lib, ProgressBars(enabled=not (quiet or as_json)) as bars:
         report = lib.index(embed=False if no_embed else None, progress=bars, on_wait=waiting)

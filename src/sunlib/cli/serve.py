@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -23,6 +25,7 @@ def serve(
     """Serve the REST + SSE API (OpenAPI at /docs) and the web UI. Without tokens: loopback only."""
     import uvicorn  # the server's modules load here, never for the other verbs
 
+    from ..notes_io import remove_stale_temps
     from ..server import create_app
     from ..server.auth import is_loopback_host
 
@@ -37,10 +40,31 @@ def serve(
             f"refusing to bind {s.host} without auth: set [server] tokens (bearer token -> principals) "
             "or bind 127.0.0.1"
         )
-    if index_first:
-        err.print(f"indexing {lib.vault} ...")
-        lib.index()
-    remember_vault(lib.vault)
-    url = f"http://{'127.0.0.1' if s.host in ('0.0.0.0', '::') else s.host}:{s.port}/"
-    err.print(f"sunlib serving {lib.vault} at {url}  (API docs: {url}docs; Ctrl-C to stop)")
-    uvicorn.run(create_app(lib), host=s.host, port=s.port, log_level="warning")
+    sock = _bind(s.host, s.port)  # before anything is printed: a busy port is one line, nothing else
+    with sock:
+        remove_stale_temps(lib.vault)
+        if index_first:
+            err.print(f"indexing {lib.vault} ...")
+            report = lib.index()
+            for path, reason in report.failed:  # as `sunlib index` reports them; plain text, no markup
+                sys.stderr.write(f"failed: {path}: {' '.join(reason.split())}\n")
+        remember_vault(lib.vault)
+        url = f"http://{'127.0.0.1' if s.host in ('0.0.0.0', '::') else s.host}:{s.port}/"
+        err.print(f"sunlib serving {lib.vault} at {url}  (API docs: {url}docs; Ctrl-C to stop)")
+        server_config = uvicorn.Config(create_app(lib), host=s.host, port=s.port, log_level="warning")
+        uvicorn.Server(server_config).run(sockets=[sock])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The server's socket, bound as uvicorn would bind it (SO_REUSEADDR; IPv6 for a host with
+    ':'), so that a port in use or a host that is not ours is a UserError and uvicorn never
+    logs its own bind error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return sock

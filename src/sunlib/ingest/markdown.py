@@ -24,9 +24,11 @@ from markdown_it import MarkdownIt
 
 from ..contracts import Block
 from .ids import line_starts
+from .yaml_bounded import YamlTooLarge, load_yaml
 
 # text_join off: escapes and entities stay their own tokens, so "\#x" and "&#35;x" are no tags
 _MD = MarkdownIt("commonmark").enable("table").disable("text_join")
+_LONE_CR = re.compile(r"\r(?!\n)")
 _FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
 # A trailing attribute list on a heading ("Setup { #setup }", MkDocs/Pandoc) is an anchor, not title text.
 _HEADING_ATTRS = re.compile(r"\s*\{\s*#[^{}]*\}\s*$")
@@ -71,11 +73,15 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], int]:
     if m is None:
         return {}, 0  # a lone thematic break, not frontmatter
     try:
-        data = yaml.safe_load(text[first_nl : m.start()]) or {}
+        data = load_yaml(text[first_nl : m.start()]) or {}
+    except YamlTooLarge as exc:
+        raise FrontmatterError(f"YAML frontmatter too large: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
         raise FrontmatterError(f"invalid YAML frontmatter{where}: {getattr(exc, 'problem', exc)}") from None
+    except ValueError as exc:  # a value YAML reads but Python cannot hold, e.g. the date 2024-13-45
+        raise FrontmatterError(f"invalid YAML frontmatter: {exc}") from None
     if not isinstance(data, dict):
         raise FrontmatterError("frontmatter must be a YAML mapping")
     end = m.end()
@@ -87,6 +93,11 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], int]:
 
 
 def parse_markdown(text: str) -> ParsedMarkdown:
+    """Frontmatter, blocks (code-point spans of ``text``), first H1, tags and links of one note.
+
+    markdown-it ends a line at a lone CR too; it is read as LF here (same length, so every
+    span is still one of ``text``), and the line lookup agrees with markdown-it's line map."""
+    text = _LONE_CR.sub("\n", text)
     frontmatter, body_start = split_frontmatter(text)
     starts = line_starts(text)
     first_body_line = text.count("\n", 0, body_start)

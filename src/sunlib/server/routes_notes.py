@@ -41,7 +41,7 @@ so does an update, also of a note that was moved before.
 Paths and atomic writes: see ``sunlib.notes_io`` (400 ``bad_path``, 409 ``conflict``). The
 new text is checked the way the indexer will read it (frontmatter, ACL type, NUL bytes)
 before it replaces anything: 422 ``invalid_note``. ``content`` in responses is the file's
-text as chunk offsets count it (BOM dropped, CRLF as LF); chunk ``start``/``end`` are UTF-16
+text as chunk offsets count it (BOM dropped, CRLF and a lone CR as LF); chunk ``start``/``end`` are UTF-16
 code units into it, lines 1-based and inclusive.
 """
 

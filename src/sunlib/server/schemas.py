@@ -6,19 +6,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..contracts import SearchFilters
+from ..contracts import FILTER_CAPS, SearchFilters
 from ..retrieve.engine import MAX_QUERY_CHARS
 
 
 class Filters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    folders: list[str] = Field(default_factory=list, max_length=50)
-    tags: list[str] = Field(default_factory=list, max_length=50)
-    note_ids: list[str] = Field(default_factory=list, max_length=200)
+    folders: list[str] = Field(default_factory=list, max_length=FILTER_CAPS["folders"])
+    tags: list[str] = Field(default_factory=list, max_length=FILTER_CAPS["tags"])
+    note_ids: list[str] = Field(default_factory=list, max_length=FILTER_CAPS["note_ids"])
     since: float | None = None  # epoch seconds
     until: float | None = None
-    metadata: dict[str, str] = Field(default_factory=dict)
+    metadata: dict[str, str] = Field(default_factory=dict, max_length=FILTER_CAPS["metadata"])
 
     @field_validator("folders", "tags", "note_ids", "metadata")
     @classmethod
