@@ -12,8 +12,10 @@ from ..config import load_settings, merge
 from ..errors import UserError
 from ..evaluate import evaluate_rag, evaluate_retrieval, load_beir, load_qa, regressions
 from ..evaluate.calibrate import calibrate_gate
+from ..evaluate.grading import JUDGED_KEYS, AnswerGrader, create_grader, judged_regressions
 from ..evaluate.qa import EXTRA_KEYS as QA_EXTRA_KEYS
 from ..evaluate.qa import METRIC_KEYS as QA_KEYS
+from ..evaluate.report import EvalRun, rag_report_html, retrieval_report_html
 from ..library import Library
 from .app import app
 from .common import err, out, print_json
@@ -57,7 +59,9 @@ def retrieval(
             help="hybrid: fill in the dense part of chunks without a vector yet (default: on)",
         ),
     ] = None,
-    report: Annotated[Path | None, typer.Option(help="write the full report (settings, per-query) here")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="write the report here: HTML for *.html, else JSON (settings, per-query)")
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object with the metrics")] = False,
 ) -> None:
@@ -86,7 +90,10 @@ def retrieval(
             rerank=rerank,
             as_is=as_is,
         )
-    if report is not None:
+    if report is not None and report.suffix.lower() in (".html", ".htm"):
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(retrieval_report_html(result.metrics, result.per_query, result.info), encoding="utf-8")
+    elif report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(
             json.dumps(
@@ -136,33 +143,58 @@ def rag(
     mode: Annotated[str | None, typer.Option("--mode", "-m", help="bm25, dense or hybrid")] = None,
     baseline: Annotated[Path | None, typer.Option(help="a previous --json output: fail on a regression")] = None,
     tolerance: Annotated[float, typer.Option(help="allowed absolute drop per metric against --baseline")] = 0.05,
-    report: Annotated[Path | None, typer.Option(help="write the full report (per question) here")] = None,
+    judge: Annotated[
+        bool,
+        typer.Option("--judge", help="an LLM ([llm]) scores each answer 1-5: relevance, completeness, accuracy"),
+    ] = False,
+    judge_model: Annotated[str | None, typer.Option(help="the judge's model (default: [llm] model)")] = None,
+    judge_url: Annotated[str | None, typer.Option(help="the judge's OpenAI-compatible URL (default: [llm])")] = None,
+    judge_tolerance: Annotated[
+        float, typer.Option(help="allowed relative drop of a judged score against --baseline (0.05: 5%)")
+    ] = 0.05,
+    report: Annotated[
+        Path | None, typer.Option(help="write the report here: an HTML page for *.html, else the full JSON")
+    ] = None,
+    save_runs: Annotated[
+        bool | None,
+        typer.Option("--save-runs/--no-save-runs", help="save each question's run (default: with --report)"),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object: metrics + by_slice")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print one JSON object: metrics, by_slice, info and the per-question cases")
+    ] = False,
 ) -> None:
-    """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage."""
+    """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage;
+    with --judge, judged scores beside them."""
     cases = load_qa(qa)
     base = _read_baseline(baseline) if baseline else None
+    keep = report is not None if save_runs is None else save_runs
     with _qa_library(vault, config, writer, provider, mode) as lib, ProgressBars(enabled=not as_json) as bars:
+        grader = _grader(lib, judge_model, judge_url) if judge else None
         lib.index(progress=bars)
-        result = evaluate_rag(lib, cases, on_case=lambda n, t: bars("questions", n, t))
+        result = evaluate_rag(lib, cases, on_case=lambda n, t: bars("questions", n, t), grader=grader, save_runs=keep)
+        link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
+    run = EvalRun(result.metrics, result.by_slice, result.info, result.cases)
     if report is not None:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        payload = {**result.to_json(), "info": result.info, "cases": result.cases}
-        report.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+        _write_rag_report(report, run, EvalRun.from_json(base) if base is not None else None, link)
     if as_json:
-        print_json(result.to_json())
+        print_json(run.to_json())
     else:
         out.print(f"{qa.name}: {len(cases)} questions, writer {result.info['writer']}, mode {result.info['mode']}")
-        for key in (*QA_KEYS, *QA_EXTRA_KEYS):
+        for key in (*QA_KEYS, *QA_EXTRA_KEYS, *(k for k in (*JUDGED_KEYS, "judge_unjudged") if k in result.metrics)):
             out.print(f"  {key:<24} {result.metrics.get(key)}")
         for name, m in sorted(result.by_slice.items()):
             out.print(
                 f"  [dim]{name:<22} n={m['questions']:<3} recall@5={m['recall@5']} refusal={m['refusal_rate']}"
                 f" false_refusal={m['false_refusal_rate']} citation={m['citation_correctness']}[/]"
             )
+        if result.info.get("grader"):
+            g = result.info["grader"]
+            out.print(f"  judged by {g['model']} with rubric {g['rubric']}; a refusal is scored without the model")
+    if report is not None:
+        err.print(f"report: {report}")
     if base is not None:
-        worse = regressions(result.metrics, base, tolerance)
+        worse = regressions(result.metrics, base, tolerance) + judged_regressions(result.metrics, base, judge_tolerance)
         for line in worse:
             err.print(f"regression: {line}")
         if worse:
@@ -206,6 +238,19 @@ def calibrate(
     )
     for name, scores in result["distributions"].items():
         out.print(f"  {name:<13} gate scores: {', '.join(f'{s:.3f}' for s in scores)}")
+
+
+def _grader(lib: Library, model: str | None, url: str | None) -> AnswerGrader:
+    update = {k: v for k, v in (("model", model), ("base_url", url)) if v}
+    return create_grader(lib.settings.answer.judge_provider, lib.settings.llm.model_copy(update=update))
+
+
+def _write_rag_report(path: Path, run: EvalRun, baseline: EvalRun | None, link: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in (".html", ".htm"):
+        path.write_text(rag_report_html(run, baseline, link), encoding="utf-8")
+    else:
+        path.write_text(json.dumps(run.to_json(), ensure_ascii=False, indent=1), encoding="utf-8")
 
 
 def _read_baseline(path: Path) -> dict[str, object]:
