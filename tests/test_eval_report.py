@@ -23,9 +23,12 @@ import pytest
 from clients import sunlib
 from llm_server import ChatServer, user_message
 from llm_server import start as start_chat_server
+from sunlib import Library
 from sunlib.config import LLMSettings
 from sunlib.evaluate import regressions
 from sunlib.evaluate.grading import RUBRIC_VERSION, AnswerGrader, GradeInput, judged_regressions, parse_grade
+from sunlib.evaluate.history import save_eval
+from sunlib.evaluate.report import EvalRun
 from sunlib.library import DB_NAME
 from sunlib.providers.chat.openai import OpenAIChatModel
 from test_eval import write_beir
@@ -238,3 +241,50 @@ def test_eval_retrieval_writes_an_html_report(tmp_path: Path) -> None:
     assert page.startswith("<!doctype html>") and re.search(r"<script[^>]+src=", page) is None
     assert "nDCG@10 per query" in page and "Latency per query" in page
     assert all(f"<td>{q}</td>" in page for q in ("q1", "q2", "q3", "q4"))
+
+
+def saved_id(r: subprocess.CompletedProcess[str]) -> str:
+    found = re.search(r"saved as (eval-[0-9a-f]{12})", r.stderr)
+    assert found is not None, r.stderr
+    return found.group(1)
+
+
+def test_saved_evaluations_are_listed_and_compared(runs: Runs, tmp_path: Path) -> None:
+    first, second = saved_id(runs.first), saved_id(runs.second)
+    r = sunlib("eval", "history", "--vault", str(runs.vault), "--json")
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    assert [e["eval_id"] for e in listed] == [second, first]  # newest first
+    assert listed[0]["qa_set"] == "qa.jsonl" and listed[0]["judge_accuracy"] == 3.5
+    assert listed[1]["judge_model"] == "grader-x" and listed[1]["questions"] == len(QA)
+
+    out = tmp_path / "cmp.html"
+    r = sunlib("eval", "compare", first, second, "--vault", str(runs.vault), "--json", "--report", str(out))
+    assert r.returncode == 0, r.stderr
+    diff = json.loads(r.stdout)
+    assert diff["deltas"]["judge_accuracy"] == {"then": 5.0, "now": 3.5, "delta": -1.5}
+    assert diff["deltas"]["recall@5"]["delta"] == 0.0
+    assert sorted(diff["worse"]) == ["t-en-fact", "t-zh-code"] and diff["better"] == []
+    page = out.read_text(encoding="utf-8")
+    assert "Got worse (2)" in page and "judged R/C/A: 5 / 4 / 5" in page and "judged R/C/A: 3 / 2 / 2" in page
+
+    # the ask runs list keeps to ask runs; an evaluation is no ask run to show
+    listed_runs = json.loads(sunlib("runs", "list", "--vault", str(runs.vault), "--json", "-n", "100").stdout)
+    assert listed_runs and all(x["kind"] == "ask" for x in listed_runs)
+    r = sunlib("runs", "show", first, "--vault", str(runs.vault))
+    assert r.returncode == 1 and "is an evaluation" in r.stderr
+
+
+def test_an_evaluation_obeys_the_runs_acl_rule(runs: Runs) -> None:
+    with Library.open(runs.vault) as lib:
+        secret = save_eval(lib.store, EvalRun({"questions": 1}), "ops.jsonl", ("ops", "public"))
+    public = json.loads(sunlib("eval", "history", "--vault", str(runs.vault), "--json").stdout)
+    assert secret not in [e["eval_id"] for e in public]
+    ops = json.loads(sunlib("eval", "history", "--vault", str(runs.vault), "--as", "ops", "--json").stdout)
+    assert ops[0]["eval_id"] == secret and ops[0]["qa_set"] == "ops.jsonl"
+    first = saved_id(runs.first)
+    for args in ((secret, first), (first, "eval-000000000000")):
+        r = sunlib("eval", "compare", *args, "--vault", str(runs.vault))
+        assert r.returncode == 1 and "no evaluation" in r.stderr and "Traceback" not in r.stderr
+    r = sunlib("eval", "compare", secret, first, "--vault", str(runs.vault), "--as", "ops", "--json")
+    assert r.returncode == 0, r.stderr

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ..config import load_settings, merge
 from ..errors import UserError
 from ..evaluate import evaluate_rag, evaluate_retrieval, load_beir, load_qa, regressions
 from ..evaluate.calibrate import calibrate_gate
 from ..evaluate.grading import JUDGED_KEYS, AnswerGrader, create_grader, judged_regressions
+from ..evaluate.history import compare, eval_history, load_eval, save_eval
 from ..evaluate.qa import EXTRA_KEYS as QA_EXTRA_KEYS
 from ..evaluate.qa import METRIC_KEYS as QA_KEYS
 from ..evaluate.report import EvalRun, rag_report_html, retrieval_report_html
 from ..library import Library
 from .app import app
-from .common import err, out, print_json
+from .common import VAULT_HELP, err, open_library, out, principals_of, print_json, require_index
 from .progress import ProgressBars
 
 eval_app = typer.Typer(help="Measure retrieval and answers on labelled data.", no_args_is_help=True)
@@ -155,10 +158,10 @@ def rag(
     report: Annotated[
         Path | None, typer.Option(help="write the report here: an HTML page for *.html, else the full JSON")
     ] = None,
-    save_runs: Annotated[
-        bool | None,
-        typer.Option("--save-runs/--no-save-runs", help="save each question's run (default: with --report)"),
-    ] = None,
+    save: Annotated[
+        bool,
+        typer.Option(help="keep the evaluation in the index (`sunlib eval history`) with each question's run"),
+    ] = True,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="print one JSON object: metrics, by_slice, info and the per-question cases")
@@ -168,13 +171,13 @@ def rag(
     with --judge, judged scores beside them."""
     cases = load_qa(qa)
     base = _read_baseline(baseline) if baseline else None
-    keep = report is not None if save_runs is None else save_runs
     with _qa_library(vault, config, writer, provider, mode) as lib, ProgressBars(enabled=not as_json) as bars:
         grader = _grader(lib, judge_model, judge_url) if judge else None
         lib.index(progress=bars)
-        result = evaluate_rag(lib, cases, on_case=lambda n, t: bars("questions", n, t), grader=grader, save_runs=keep)
+        result = evaluate_rag(lib, cases, on_case=lambda n, t: bars("questions", n, t), grader=grader, save_runs=save)
         link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
-    run = EvalRun(result.metrics, result.by_slice, result.info, result.cases)
+        run = EvalRun(result.metrics, result.by_slice, result.info, result.cases)
+        eval_id = save_eval(lib.store, run, qa.name, lib.settings.search.principals) if save else None
     if report is not None:
         _write_rag_report(report, run, EvalRun.from_json(base) if base is not None else None, link)
     if as_json:
@@ -193,6 +196,8 @@ def rag(
             out.print(f"  judged by {g['model']} with rubric {g['rubric']}; a refusal is scored without the model")
     if report is not None:
         err.print(f"report: {report}")
+    if eval_id is not None:
+        err.print(f"saved as {eval_id} (sunlib eval history; sunlib eval compare {eval_id} OTHER)")
     if base is not None:
         worse = regressions(result.metrics, base, tolerance) + judged_regressions(result.metrics, base, judge_tolerance)
         for line in worse:
@@ -261,3 +266,84 @@ def _read_baseline(path: Path) -> dict[str, object]:
     if not isinstance(data, dict):
         raise UserError(f"baseline {path} is not a JSON object of metrics")
     return data
+
+
+@eval_app.command("history")
+def history(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="how many, newest first")] = 20,
+    as_: Annotated[list[str] | None, typer.Option("--as", help="list as these ACL principals (besides public)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """Saved evaluations you may read (those run as principals you also hold), newest first."""
+    if not 1 <= limit <= 10_000:
+        raise UserError("--limit must be 1..10000")
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        principals = principals_of(as_) or lib.settings.search.principals
+        runs = [(r, load_eval(lib.store, r.run_id, principals)) for r in eval_history(lib.store, principals, limit)]
+    rows = [
+        {"eval_id": r.run_id, "created_at": r.created_at, "qa_set": r.question, **_brief(e)}
+        for r, e in runs
+        if e is not None
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no saved evaluations")
+    for row in rows:
+        when = datetime.fromtimestamp(float(str(row["created_at"])), UTC).strftime("%Y-%m-%d %H:%M:%S")
+        figures = "  ".join(f"{k}={row[k]}" for k in ("questions", "recall@5", "refusal_rate", "judge_accuracy"))
+        out.print(f"{row['eval_id']}  {when}  {escape(str(row['qa_set']))}  {figures}")
+
+
+def _brief(run: EvalRun | None) -> dict[str, object]:
+    m = run.metrics if run is not None else {}
+    grader = (run.info.get("grader") if run is not None else None) or {}
+    return {
+        "questions": m.get("questions"),
+        "recall@5": m.get("recall@5"),
+        "refusal_rate": m.get("refusal_rate"),
+        "false_refusal_rate": m.get("false_refusal_rate"),
+        "judge_accuracy": m.get("judge_accuracy"),
+        "judge_model": grader.get("model"),
+    }
+
+
+@eval_app.command("compare")
+def compare_cmd(
+    then: Annotated[str, typer.Argument(help="the earlier evaluation's id (`sunlib eval history`)")],
+    now: Annotated[str, typer.Argument(help="the later evaluation's id")],
+    report: Annotated[Path | None, typer.Option(help="write an HTML page: deltas, both answers side by side")] = None,
+    as_: Annotated[list[str] | None, typer.Option("--as", help="read as these ACL principals (besides public)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """What changed between two saved evaluations: metric deltas and the questions that got better or worse."""
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        principals = principals_of(as_) or lib.settings.search.principals
+        a, b = (load_eval(lib.store, i, principals) for i in (then, now))
+        link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
+    for run_id, run in ((then, a), (now, b)):
+        if run is None:
+            raise UserError(f"no evaluation {run_id!r} that you may read (see `sunlib eval history`)")
+    assert a is not None and b is not None
+    diff = compare(a, b)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(rag_report_html(b, a, link, f"sunlib evaluation {now} against {then}"), encoding="utf-8")
+    if as_json:
+        deltas = {k: {"then": t, "now": n, "delta": d} for k, (t, n, d) in diff.deltas.items()}
+        print_json({"then": then, "now": now, "deltas": deltas, "better": diff.better, "worse": diff.worse})
+        return
+    out.print(f"{now} against {then}")
+    for key, (t, n, d) in diff.deltas.items():
+        out.print(f"  {key:<24} {t} -> {n} ({d:+})")
+    out.print(f"  better: {', '.join(diff.better) or 'none'}")
+    out.print(f"  worse:  {', '.join(diff.worse) or 'none'}")
+    if report is not None:
+        err.print(f"report: {report}")

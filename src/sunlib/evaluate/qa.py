@@ -301,12 +301,22 @@ def evaluate_rag(
         rows.append(run_case(lib, case, principals, grader, save_runs))
         if on_case is not None:
             on_case(i, len(cases))
+    return QAReport(summarize(rows), slice_metrics(rows), rows, run_info(lib, rows, grader))
+
+
+def slice_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The metrics of each slice: answerable, unanswerable, ``lang:*``, ``type:*``."""
     slices: dict[str, list[dict[str, Any]]] = {"answerable": [], "unanswerable": []}
     for r in rows:
         slices["answerable" if r["answerable"] else "unanswerable"].append(r)
         slices.setdefault(f"lang:{r['lang']}", []).append(r)
         slices.setdefault(f"type:{r['type']}", []).append(r)
-    info = {
+    return {k: summarize(v) for k, v in slices.items() if v}
+
+
+def run_info(lib: Library, rows: Sequence[dict[str, Any]], grader: AnswerGrader | None = None) -> dict[str, Any]:
+    """The settings an evaluation ran with (the report's "Settings")."""
+    return {
         "vault": str(lib.vault),
         "writer": lib.asker.writer.name,
         "judge": lib.asker.judge.model if lib.asker.judge is not None else "off",
@@ -317,7 +327,6 @@ def evaluate_rag(
         "grader": None if grader is None else {"model": grader.model, "rubric": grader.rubric_version},
         "gate_threshold": _common_threshold(rows),
     }
-    return QAReport(summarize(rows), {k: summarize(v) for k, v in slices.items() if v}, rows, info)
 
 
 def _common_threshold(rows: Sequence[dict[str, Any]]) -> float | None:
