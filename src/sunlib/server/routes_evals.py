@@ -121,7 +121,12 @@ def get_eval(eval_id: str, request: Request, principals: tuple[str, ...] = Depen
     return {"eval_id": eval_id, "metrics": dict(run.metrics), **{k: data[k] for k in ("by_slice", "info", "cases")}}
 
 
-@router.get("/{eval_id}/report", response_class=HTMLResponse)
+HTML_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/html": {"schema": {"type": "string"}}}, "description": "the report page"}
+}
+
+
+@router.get("/{eval_id}/report", response_class=HTMLResponse, responses=HTML_RESPONSE)
 def eval_report(
     eval_id: str,
     request: Request,
