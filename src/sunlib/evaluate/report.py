@@ -22,14 +22,13 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.offline import get_plotlyjs
+from typing import TYPE_CHECKING, Any
 
 from .grading import CRITERIA, JUDGED_KEYS
 from .qa import EXTRA_KEYS, HIGHER_IS_BETTER, METRIC_KEYS
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 SLICE_METRICS = ("recall@5", "citation_correctness", "refusal_rate", "false_refusal_rate", "keyword_coverage")
 ANSWER_CHARS = 600  # of each answer in the table (the full text is one click away in the run)
@@ -66,13 +65,25 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def _go() -> Any:
+    """plotly's figure module, imported when a page is drawn (it takes most of a second to import,
+    which every other command line call would pay)."""
+    import plotly.graph_objects
+
+    return plotly.graph_objects
+
+
 def _figure(fig: go.Figure, title: str) -> str:
+    import plotly.io as pio
+
     fig.update_layout(title=_e(title), height=340, margin={"l": 50, "r": 20, "t": 50, "b": 50}, template="plotly_white")
     return pio.to_html(fig, include_plotlyjs=False, full_html=False, config={"displayModeBar": False})
 
 
 def page(title: str, body: str) -> str:
     """The whole document: plotly.js inline once, the style, the body, the filter script."""
+    from plotly.offline import get_plotlyjs
+
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{_e(title)}</title><style>{CSS}</style>"
@@ -119,18 +130,19 @@ def _settings(info: Mapping[str, Any]) -> str:
 
 
 def slice_chart(by_slice: Mapping[str, Mapping[str, Any]]) -> str:
+    plot = _go()
     names = sorted(by_slice)
-    fig = go.Figure()
+    fig = plot.Figure()
     for key in SLICE_METRICS:
         ys = [by_slice[n].get(key) for n in names]
-        fig.add_trace(go.Bar(name=_e(key), x=[_e(n) for n in names], y=ys))
+        fig.add_trace(plot.Bar(name=_e(key), x=[_e(n) for n in names], y=ys))
     fig.update_layout(barmode="group", yaxis={"range": [0, 1.05]})
     charts = _figure(fig, "Metrics per slice")
     if any("judge_accuracy" in by_slice[n] for n in names):
-        judged = go.Figure()
+        judged = plot.Figure()
         for key in CRITERIA:
             judged.add_trace(
-                go.Bar(name=_e(key), x=[_e(n) for n in names], y=[by_slice[n].get(f"judge_{key}") for n in names])
+                plot.Bar(name=_e(key), x=[_e(n) for n in names], y=[by_slice[n].get(f"judge_{key}") for n in names])
             )
         judged.update_layout(barmode="group", yaxis={"range": [0, 5.2]})
         charts += _figure(judged, "Judged scores per slice (mean, 1-5)")
@@ -138,10 +150,11 @@ def slice_chart(by_slice: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def gate_chart(cases: Sequence[Mapping[str, Any]], threshold: float | None) -> str:
-    fig = go.Figure()
+    plot = _go()
+    fig = plot.Figure()
     for label, want in (("answerable", True), ("unanswerable", False)):
         scores = [c["gate"]["gate_score"] for c in cases if c.get("answerable") is want and c.get("gate")]
-        fig.add_trace(go.Histogram(name=label, x=scores, opacity=0.65, nbinsx=20))
+        fig.add_trace(plot.Histogram(name=label, x=scores, opacity=0.65, nbinsx=20))
     fig.update_layout(barmode="overlay", xaxis_title="gate score", yaxis_title="questions")
     if threshold is not None:
         fig.add_vline(x=threshold, line_dash="dash", line_color="#b00", annotation_text=f"threshold {threshold}")
@@ -149,28 +162,31 @@ def gate_chart(cases: Sequence[Mapping[str, Any]], threshold: float | None) -> s
 
 
 def latency_chart(latencies: Sequence[float], title: str = "Latency per question (ms)") -> str:
-    fig = go.Figure(go.Histogram(x=list(latencies), nbinsx=20, name="latency"))
+    plot = _go()
+    fig = plot.Figure(plot.Histogram(x=list(latencies), nbinsx=20, name="latency"))
     fig.update_layout(xaxis_title="ms", yaxis_title="questions")
     return _figure(fig, title)
 
 
 def retrieval_layer_chart(cases: Sequence[Mapping[str, Any]]) -> str:
-    fig = go.Figure()
+    plot = _go()
+    fig = plot.Figure()
     for label, want in (("answerable", True), ("unanswerable", False)):
         tops = [c["rerank_scores"][0] for c in cases if c.get("answerable") is want and c.get("rerank_scores")]
-        fig.add_trace(go.Box(name=label, y=tops, boxpoints="all"))
+        fig.add_trace(plot.Box(name=label, y=tops, boxpoints="all"))
     fig.update_layout(yaxis_title="top rerank score")
     return _figure(fig, "Top rerank score per question")
 
 
 def judged_chart(cases: Sequence[Mapping[str, Any]]) -> str:
+    plot = _go()
     grades = [c["grade"] for c in cases if c.get("grade") and c["grade"].get("accuracy") is not None]
     if not grades:
         return ""
-    fig = go.Figure()
+    fig = plot.Figure()
     for key in CRITERIA:
         counts = [sum(1 for g in grades if g[key] == s) for s in range(1, 6)]
-        fig.add_trace(go.Bar(name=key, x=[1, 2, 3, 4, 5], y=counts))
+        fig.add_trace(plot.Bar(name=key, x=[1, 2, 3, 4, 5], y=counts))
     fig.update_layout(barmode="group", xaxis_title="score", yaxis_title="answers")
     return _figure(fig, "Judged score distribution")
 
@@ -326,9 +342,10 @@ def retrieval_report_html(
     metrics: Mapping[str, Any], per_query: Mapping[str, Mapping[str, Any]], info: Mapping[str, Any]
 ) -> str:
     """The retrieval evaluation page: metrics, per-query nDCG and latency distributions, a per-query table."""
+    plot = _go()
     rows = "".join(f"<tr><td>{_e(k)}</td><td>{_e(_fmt(v))}</td></tr>" for k, v in metrics.items())
     body = [f"<section><h2>Headline metrics</h2><table class='metrics'>{rows}</table></section>", _settings(info)]
-    ndcg = go.Figure(go.Histogram(x=[q["ndcg@10"] for q in per_query.values()], nbinsx=20, name="nDCG@10"))
+    ndcg = plot.Figure(plot.Histogram(x=[q["ndcg@10"] for q in per_query.values()], nbinsx=20, name="nDCG@10"))
     ndcg.update_layout(xaxis_title="nDCG@10", yaxis_title="queries")
     latencies = [float(q["latency_ms"]) for q in per_query.values() if q.get("latency_ms") is not None]
     charts = _figure(ndcg, "nDCG@10 per query") + latency_chart(latencies, "Latency per query (ms)")
