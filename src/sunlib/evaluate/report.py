@@ -61,7 +61,7 @@ def _fmt(value: object) -> str:
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     return str(value)
 
 
@@ -117,7 +117,7 @@ def headline(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> 
 
 
 def _settings(info: Mapping[str, Any]) -> str:
-    shown = {k: v for k, v in info.items() if not isinstance(v, dict | list)}
+    shown = {k: v for k, v in info.items() if v is not None and not isinstance(v, dict | list)}
     grader = info.get("grader")
     if isinstance(grader, dict):
         shown["judge model"] = grader.get("model")
@@ -137,7 +137,8 @@ def slice_chart(by_slice: Mapping[str, Mapping[str, Any]]) -> str:
         ys = [by_slice[n].get(key) for n in names]
         fig.add_trace(plot.Bar(name=_e(key), x=[_e(n) for n in names], y=ys))
     fig.update_layout(barmode="group", yaxis={"range": [0, 1.05]})
-    charts = _figure(fig, "Metrics per slice")
+    fig.update_layout(legend={"orientation": "h", "y": -0.35})
+    charts = "<div class='wide'>" + _figure(fig, "Metrics per slice") + "</div>"
     if any("judge_accuracy" in by_slice[n] for n in names):
         judged = plot.Figure()
         for key in CRITERIA:
@@ -145,7 +146,8 @@ def slice_chart(by_slice: Mapping[str, Mapping[str, Any]]) -> str:
                 plot.Bar(name=_e(key), x=[_e(n) for n in names], y=[by_slice[n].get(f"judge_{key}") for n in names])
             )
         judged.update_layout(barmode="group", yaxis={"range": [0, 5.2]})
-        charts += _figure(judged, "Judged scores per slice (mean, 1-5)")
+        judged.update_layout(legend={"orientation": "h", "y": -0.35})
+        charts += "<div class='wide'>" + _figure(judged, "Judged scores per slice (mean, 1-5)") + "</div>"
     return charts
 
 
@@ -162,20 +164,27 @@ def gate_chart(cases: Sequence[Mapping[str, Any]], threshold: float | None) -> s
 
 
 def latency_chart(latencies: Sequence[float], title: str = "Latency per question (ms)") -> str:
+    """One point per question on a log axis (a first question that loads the models can be 30x the rest)."""
     plot = _go()
-    fig = plot.Figure(plot.Histogram(x=list(latencies), nbinsx=20, name="latency"))
-    fig.update_layout(xaxis_title="ms", yaxis_title="questions")
+    fig = plot.Figure(plot.Box(x=list(latencies), boxpoints="all", jitter=0.5, name="latency", orientation="h"))
+    fig.update_layout(xaxis={"title": "ms (log scale)", "type": "log"}, showlegend=False)
     return _figure(fig, title)
 
 
 def retrieval_layer_chart(cases: Sequence[Mapping[str, Any]]) -> str:
+    """The rerank scores at ranks 1-5 (as the trace's Reranking step records them), per group."""
     plot = _go()
     fig = plot.Figure()
     for label, want in (("answerable", True), ("unanswerable", False)):
-        tops = [c["rerank_scores"][0] for c in cases if c.get("answerable") is want and c.get("rerank_scores")]
-        fig.add_trace(plot.Box(name=label, y=tops, boxpoints="all"))
-    fig.update_layout(yaxis_title="top rerank score")
-    return _figure(fig, "Top rerank score per question")
+        xs, ys = [], []
+        for c in cases:
+            if c.get("answerable") is want:
+                for rank, score in enumerate((c.get("rerank_scores") or [])[:5], 1):
+                    xs.append(rank)
+                    ys.append(score)
+        fig.add_trace(plot.Box(name=label, x=xs, y=ys))
+    fig.update_layout(boxmode="group", xaxis_title="rank", yaxis_title="rerank score")
+    return _figure(fig, "Rerank score by rank")
 
 
 def judged_chart(cases: Sequence[Mapping[str, Any]]) -> str:
@@ -261,8 +270,8 @@ def question_table(cases: Sequence[Mapping[str, Any]], run_link: str) -> str:
     )
     rows = "".join(question_row(c, run_link) for c in cases)
     return (
-        f"<section><h2>Questions</h2>{controls}<table id='questions' class='questions'>"
-        f"<thead>{head}</thead><tbody>{rows}</tbody></table></section>"
+        f"<section><h2>Questions</h2>{controls}<div class='scroll'><table id='questions' class='questions'>"
+        f"<thead>{head}</thead><tbody>{rows}</tbody></table></div></section>"
     )
 
 
@@ -372,7 +381,8 @@ table{border-collapse:collapse;width:100%}
 th,td{border:1px solid #ddd;padding:4px 6px;vertical-align:top;text-align:left}
 table.metrics{width:auto}th{background:#f4f4f4}.muted{color:#888}.up{color:#1a7f37}.down{color:#b00020}
 .wrong{color:#b00020;font-weight:600}.ok{color:#1a7f37}.answer{white-space:pre-wrap;max-width:36rem}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:1rem}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:1rem}.wide{grid-column:1/-1}
+.scroll{overflow-x:auto}td code{font-size:.8em;white-space:nowrap}
 .filters{margin:.5rem 0;display:flex;gap:1rem;flex-wrap:wrap}.info{columns:2}
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:1rem}.side{border:1px solid #ddd;padding:.5rem}
 .change.up h3{color:#1a7f37}.change.down h3{color:#b00020}td ul{margin:0;padding-left:1rem}
