@@ -158,10 +158,14 @@ def rag(
     report: Annotated[
         Path | None, typer.Option(help="write the report here: an HTML page for *.html, else the full JSON")
     ] = None,
-    save: Annotated[
-        bool,
-        typer.Option(help="keep the evaluation in the index (`sunlib eval history`) with each question's run"),
-    ] = True,
+    save: Annotated[bool, typer.Option(help="keep the evaluation in the index (`sunlib eval history`)")] = True,
+    save_runs: Annotated[
+        bool | None,
+        typer.Option(
+            "--save-runs/--no-save-runs",
+            help="save each question's run, for the report's links (default: with --report)",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="print one JSON object: metrics, by_slice, info and the per-question cases")
@@ -171,10 +175,12 @@ def rag(
     with --judge, judged scores beside them."""
     cases = load_qa(qa)
     base = _read_baseline(baseline) if baseline else None
+    keep_runs = report is not None if save_runs is None else save_runs  # a run write per question otherwise
     with _qa_library(vault, config, writer, provider, mode) as lib, ProgressBars(enabled=not as_json) as bars:
         grader = _grader(lib, judge_model, judge_url) if judge else None
         lib.index(progress=bars)
-        result = evaluate_rag(lib, cases, on_case=lambda n, t: bars("questions", n, t), grader=grader, save_runs=save)
+        progress = lambda n, t: bars("questions", n, t)  # noqa: E731
+        result = evaluate_rag(lib, cases, on_case=progress, grader=grader, save_runs=keep_runs)
         link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
         run = EvalRun(result.metrics, result.by_slice, result.info, result.cases)
         eval_id = save_eval(lib.store, run, qa.name, lib.settings.search.principals) if save else None
