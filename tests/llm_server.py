@@ -5,8 +5,8 @@
 OpenAI does): one ``data:`` line per delta, a final chunk with ``finish_reason``
 (and ``usage`` when set), then ``data: [DONE]``. Every request is recorded before it
 is answered. Router calls (system prompt "Classify the user's message ..."), answerability
-judge calls (system prompt "Answerability check." or "可回答性检查。") and writer calls hit the
-same endpoint; each kind has its own script. ``POST
+judge calls (system prompt "Answerability check." or "可回答性检查。"), answer grading calls
+(system prompt "Grade an answer.") and writer calls hit the same endpoint; each kind has its own script. ``POST
 /v1/embeddings`` answers too (kind "embeddings", deterministic 8-d vectors), so the retry
 policy of every HTTP provider is tested against one server: ``script.fail(n, 503)``
 fails the next n requests of a kind, and ``attempts(kind)`` counts what arrived.
@@ -27,6 +27,7 @@ from typing import Any
 
 ROUTER_MARK = "Classify the user's message"
 JUDGE_MARKS = ("Answerability check.", "可回答性检查。")
+GRADER_MARK = "Grade an answer."  # sunlib.evaluate.grading's rubric (``sunlib eval rag --judge``)
 HEADER = re.compile(r"^\[Source (\d+)\] chunk_id=(\S+) note=(\S+)")
 
 Reply = str | Callable[[dict[str, Any]], str]
@@ -98,6 +99,7 @@ class ChatServer:
         self.writer = Script()
         self.router = Script(reply='{"route": "rag", "reason": "needs the notes", "confidence": 0.8}')
         self.judge = Script(reply='{"answerable": true, "reason": "the evidence states it"}')
+        self.grader = Script(reply='{"relevance": 5, "completeness": 4, "accuracy": 5, "reason": "matches"}')
         self.embeddings = Script()
         self.url = ""
         self.stopping = threading.Event()
@@ -129,6 +131,8 @@ class ChatServer:
             kind, script = "router", self.router
         elif any(m["role"] == "system" and m["content"].startswith(JUDGE_MARKS) for m in body["messages"]):
             kind, script = "judge", self.judge
+        elif any(m["role"] == "system" and m["content"].startswith(GRADER_MARK) for m in body["messages"]):
+            kind, script = "grader", self.grader
         else:
             kind, script = "writer", self.writer
         with self.lock:

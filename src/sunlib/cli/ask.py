@@ -138,7 +138,7 @@ def runs_list(
     with open_library(vault, config) as lib:
         require_index(lib)
         principals = principals_of(as_) or lib.settings.search.principals
-        runs = lib.store.list_runs(principals, limit, offset)
+        runs = lib.store.list_runs(principals, limit, offset, kind="ask")  # evaluations: `sunlib eval history`
     if as_json:
         print_json([dataclasses.asdict(r) for r in runs])
         return
@@ -167,6 +167,8 @@ def runs_show(
         run = lib.store.get_run(run_id, principals)
     if run is None:
         raise UserError(f"no run {run_id!r} that you may read")
+    if run.kind == "eval":
+        raise UserError(f"{run_id!r} is an evaluation: see `sunlib eval history` and `sunlib eval compare`")
     if as_json:
         print_json(dataclasses.asdict(run))
         return

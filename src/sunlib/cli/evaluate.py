@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ..config import load_settings, merge
 from ..errors import UserError
 from ..evaluate import evaluate_rag, evaluate_retrieval, load_beir, load_qa, regressions
 from ..evaluate.calibrate import calibrate_gate
+from ..evaluate.grading import JUDGED_KEYS, AnswerGrader, create_grader, judged_regressions
+from ..evaluate.history import compare, eval_history, load_eval, save_eval
 from ..evaluate.qa import EXTRA_KEYS as QA_EXTRA_KEYS
 from ..evaluate.qa import METRIC_KEYS as QA_KEYS
+from ..evaluate.report import EvalRun, rag_report_html, retrieval_report_html
 from ..library import Library
 from .app import app
-from .common import err, out, print_json
+from .common import VAULT_HELP, err, open_library, out, principals_of, print_json, require_index
 from .progress import ProgressBars
 
 eval_app = typer.Typer(help="Measure retrieval and answers on labelled data.", no_args_is_help=True)
@@ -57,7 +62,9 @@ def retrieval(
             help="hybrid: fill in the dense part of chunks without a vector yet (default: on)",
         ),
     ] = None,
-    report: Annotated[Path | None, typer.Option(help="write the full report (settings, per-query) here")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="write the report here: HTML for *.html, else JSON (settings, per-query)")
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object with the metrics")] = False,
 ) -> None:
@@ -86,7 +93,10 @@ def retrieval(
             rerank=rerank,
             as_is=as_is,
         )
-    if report is not None:
+    if report is not None and report.suffix.lower() in (".html", ".htm"):
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(retrieval_report_html(result.metrics, result.per_query, result.info), encoding="utf-8")
+    elif report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(
             json.dumps(
@@ -136,33 +146,66 @@ def rag(
     mode: Annotated[str | None, typer.Option("--mode", "-m", help="bm25, dense or hybrid")] = None,
     baseline: Annotated[Path | None, typer.Option(help="a previous --json output: fail on a regression")] = None,
     tolerance: Annotated[float, typer.Option(help="allowed absolute drop per metric against --baseline")] = 0.05,
-    report: Annotated[Path | None, typer.Option(help="write the full report (per question) here")] = None,
+    judge: Annotated[
+        bool,
+        typer.Option("--judge", help="an LLM ([llm]) scores each answer 1-5: relevance, completeness, accuracy"),
+    ] = False,
+    judge_model: Annotated[str | None, typer.Option(help="the judge's model (default: [llm] model)")] = None,
+    judge_url: Annotated[str | None, typer.Option(help="the judge's OpenAI-compatible URL (default: [llm])")] = None,
+    judge_tolerance: Annotated[
+        float, typer.Option(help="allowed relative drop of a judged score against --baseline (0.05: 5%)")
+    ] = 0.05,
+    report: Annotated[
+        Path | None, typer.Option(help="write the report here: an HTML page for *.html, else the full JSON")
+    ] = None,
+    save: Annotated[bool, typer.Option(help="keep the evaluation in the index (`sunlib eval history`)")] = True,
+    save_runs: Annotated[
+        bool | None,
+        typer.Option(
+            "--save-runs/--no-save-runs",
+            help="save each question's run, for the report's links (default: with --report)",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object: metrics + by_slice")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print one JSON object: metrics, by_slice, info and the per-question cases")
+    ] = False,
 ) -> None:
-    """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage."""
+    """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage;
+    with --judge, judged scores beside them."""
     cases = load_qa(qa)
     base = _read_baseline(baseline) if baseline else None
+    keep_runs = report is not None if save_runs is None else save_runs  # a run write per question otherwise
     with _qa_library(vault, config, writer, provider, mode) as lib, ProgressBars(enabled=not as_json) as bars:
+        grader = _grader(lib, judge_model, judge_url) if judge else None
         lib.index(progress=bars)
-        result = evaluate_rag(lib, cases, on_case=lambda n, t: bars("questions", n, t))
+        progress = lambda n, t: bars("questions", n, t)  # noqa: E731
+        result = evaluate_rag(lib, cases, on_case=progress, grader=grader, save_runs=keep_runs)
+        link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
+        run = EvalRun(result.metrics, result.by_slice, result.info, result.cases)
+        eval_id = save_eval(lib.store, run, qa.name, lib.settings.search.principals) if save else None
     if report is not None:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        payload = {**result.to_json(), "info": result.info, "cases": result.cases}
-        report.write_text(json.dumps(payload, ensure_ascii=False, indent=1), encoding="utf-8")
+        _write_rag_report(report, run, EvalRun.from_json(base) if base is not None else None, link)
     if as_json:
-        print_json(result.to_json())
+        print_json(run.to_json())
     else:
         out.print(f"{qa.name}: {len(cases)} questions, writer {result.info['writer']}, mode {result.info['mode']}")
-        for key in (*QA_KEYS, *QA_EXTRA_KEYS):
+        for key in (*QA_KEYS, *QA_EXTRA_KEYS, *(k for k in (*JUDGED_KEYS, "judge_unjudged") if k in result.metrics)):
             out.print(f"  {key:<24} {result.metrics.get(key)}")
         for name, m in sorted(result.by_slice.items()):
             out.print(
                 f"  [dim]{name:<22} n={m['questions']:<3} recall@5={m['recall@5']} refusal={m['refusal_rate']}"
                 f" false_refusal={m['false_refusal_rate']} citation={m['citation_correctness']}[/]"
             )
+        if result.info.get("grader"):
+            g = result.info["grader"]
+            out.print(f"  judged by {g['model']} with rubric {g['rubric']}; a refusal is scored without the model")
+    if report is not None:
+        err.print(f"report: {report}")
+    if eval_id is not None:
+        err.print(f"saved as {eval_id} (sunlib eval history; sunlib eval compare {eval_id} OTHER)")
     if base is not None:
-        worse = regressions(result.metrics, base, tolerance)
+        worse = regressions(result.metrics, base, tolerance) + judged_regressions(result.metrics, base, judge_tolerance)
         for line in worse:
             err.print(f"regression: {line}")
         if worse:
@@ -208,6 +251,19 @@ def calibrate(
         out.print(f"  {name:<13} gate scores: {', '.join(f'{s:.3f}' for s in scores)}")
 
 
+def _grader(lib: Library, model: str | None, url: str | None) -> AnswerGrader:
+    update = {k: v for k, v in (("model", model), ("base_url", url)) if v}
+    return create_grader(lib.settings.answer.judge_provider, lib.settings.llm.model_copy(update=update))
+
+
+def _write_rag_report(path: Path, run: EvalRun, baseline: EvalRun | None, link: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in (".html", ".htm"):
+        path.write_text(rag_report_html(run, baseline, link), encoding="utf-8")
+    else:
+        path.write_text(json.dumps(run.to_json(), ensure_ascii=False, indent=1), encoding="utf-8")
+
+
 def _read_baseline(path: Path) -> dict[str, object]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -216,3 +272,84 @@ def _read_baseline(path: Path) -> dict[str, object]:
     if not isinstance(data, dict):
         raise UserError(f"baseline {path} is not a JSON object of metrics")
     return data
+
+
+@eval_app.command("history")
+def history(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="how many, newest first")] = 20,
+    as_: Annotated[list[str] | None, typer.Option("--as", help="list as these ACL principals (besides public)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """Saved evaluations you may read (those run as principals you also hold), newest first."""
+    if not 1 <= limit <= 10_000:
+        raise UserError("--limit must be 1..10000")
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        principals = principals_of(as_) or lib.settings.search.principals
+        runs = [(r, load_eval(lib.store, r.run_id, principals)) for r in eval_history(lib.store, principals, limit)]
+    rows = [
+        {"eval_id": r.run_id, "created_at": r.created_at, "qa_set": r.question, **_brief(e)}
+        for r, e in runs
+        if e is not None
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        out.print("no saved evaluations")
+    for row in rows:
+        when = datetime.fromtimestamp(float(str(row["created_at"])), UTC).strftime("%Y-%m-%d %H:%M:%S")
+        figures = "  ".join(f"{k}={row[k]}" for k in ("questions", "recall@5", "refusal_rate", "judge_accuracy"))
+        out.print(f"{row['eval_id']}  {when}  {escape(str(row['qa_set']))}  {figures}")
+
+
+def _brief(run: EvalRun | None) -> dict[str, object]:
+    m = run.metrics if run is not None else {}
+    grader = (run.info.get("grader") if run is not None else None) or {}
+    return {
+        "questions": m.get("questions"),
+        "recall@5": m.get("recall@5"),
+        "refusal_rate": m.get("refusal_rate"),
+        "false_refusal_rate": m.get("false_refusal_rate"),
+        "judge_accuracy": m.get("judge_accuracy"),
+        "judge_model": grader.get("model"),
+    }
+
+
+@eval_app.command("compare")
+def compare_cmd(
+    then: Annotated[str, typer.Argument(help="the earlier evaluation's id (`sunlib eval history`)")],
+    now: Annotated[str, typer.Argument(help="the later evaluation's id")],
+    report: Annotated[Path | None, typer.Option(help="write an HTML page: deltas, both answers side by side")] = None,
+    as_: Annotated[list[str] | None, typer.Option("--as", help="read as these ACL principals (besides public)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
+) -> None:
+    """What changed between two saved evaluations: metric deltas and the questions that got better or worse."""
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        principals = principals_of(as_) or lib.settings.search.principals
+        a, b = (load_eval(lib.store, i, principals) for i in (then, now))
+        link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
+    for run_id, run in ((then, a), (now, b)):
+        if run is None:
+            raise UserError(f"no evaluation {run_id!r} that you may read (see `sunlib eval history`)")
+    assert a is not None and b is not None
+    diff = compare(a, b)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(rag_report_html(b, a, link, f"sunlib evaluation {now} against {then}"), encoding="utf-8")
+    if as_json:
+        deltas = {k: {"then": t, "now": n, "delta": d} for k, (t, n, d) in diff.deltas.items()}
+        print_json({"then": then, "now": now, "deltas": deltas, "better": diff.better, "worse": diff.worse})
+        return
+    out.print(f"{now} against {then}")
+    for key, (t, n, d) in diff.deltas.items():
+        out.print(f"  {key:<24} {t} -> {n} ({d:+})")
+    out.print(f"  better: {', '.join(diff.better) or 'none'}")
+    out.print(f"  worse:  {', '.join(diff.worse) or 'none'}")
+    if report is not None:
+        err.print(f"report: {report}")

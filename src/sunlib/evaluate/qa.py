@@ -35,9 +35,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..contracts import RunTrace
 from ..errors import DatasetError
 from ..library import Library
 from ..steps import Step
+from .grading import AnswerGrader, GradeInput, grade_summary
 from .metrics import percentile
 
 TYPES = (
@@ -161,10 +163,16 @@ def _contains_any(texts: Sequence[str], phrases: Sequence[str]) -> bool:
     return any(_norm(p) in t for p in phrases for t in normed)
 
 
-def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None) -> dict[str, Any]:
-    """Ask one question and record what the metrics need."""
+def run_case(
+    lib: Library,
+    case: QACase,
+    principals: Sequence[str] | None = None,
+    grader: AnswerGrader | None = None,
+    save: bool = False,
+) -> dict[str, Any]:
+    """Ask one question and record what the metrics need (and, with a grader, its judged scores)."""
     t0 = time.perf_counter()
-    result = lib.ask(case.question, principals=principals, save=False)
+    result = lib.ask(case.question, principals=principals, save=save)
     latency = (time.perf_counter() - t0) * 1000.0
     frame = result.frame
     sel = result.selection  # None for a direct reply
@@ -175,6 +183,10 @@ def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None
     cited = [texts.get(c.chunk_id, c.quote) for c in frame.citations]
     counted = [s for s in frame.sentences if s.refs or not s.supported]
     judge = next((s for s in result.trace.steps if s.name == Step.JUDGE and s.status != "skipped"), None)
+    grade = None
+    if grader is not None:
+        item = GradeInput(case.question, case.answer, case.answerable, frame.answer, frame.refused, tuple(cited))
+        grade = grader.grade(item)
     return {
         "id": case.id,
         "lang": case.lang,
@@ -208,6 +220,32 @@ def run_case(lib: Library, case: QACase, principals: Sequence[str] | None = None
         "judged": judge is not None,
         "latency_ms": round(latency, 1),
         "run_id": result.run_id,
+        "run_saved": save,
+        "citation_list": [{"id": c.citation_id, "path": c.path, "quote": c.quote[:300]} for c in frame.citations],
+        "grade": None if grade is None else grade.to_json(),
+        **retrieval_figures(result.trace),
+    }
+
+
+def retrieval_figures(trace: RunTrace) -> dict[str, Any]:
+    """Per question, read from the run's trace: the rerank scores (top 10), the context's chunks
+    and characters, and the gate's signals (score, threshold, whether it passed)."""
+    last = {s.name: s for s in trace.steps if s.status != "skipped"}
+    rerank, context, select = last.get(Step.RERANK), last.get(Step.CONTEXT), last.get(Step.SELECT)
+    gate = (
+        {
+            k: select.details.get(k)
+            for k in ("gate_score", "threshold", "passed", "gate_source", "confidence", "missing_terms")
+        }
+        if select is not None
+        else None
+    )
+    return {
+        "rerank_scores": [t["score"] for t in rerank.details.get("top", [])] if rerank is not None else [],
+        "context_chunks": len(context.details.get("sources", [])) if context is not None else 0,
+        "context_chars": int(context.details.get("chars", 0)) if context is not None else 0,
+        "context_tokens": int(context.details.get("token_estimate", 0)) if context is not None else 0,
+        "gate": gate,
     }
 
 
@@ -243,6 +281,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "questions": len(rows),
         "judge_refused": sum(r["judge"] is False for r in rows),
         "judge_no_verdict": sum(r["judged"] and r["judge"] is None for r in rows),
+        # judged scores (``--judge``): beside the metrics above, only when the answers were graded
+        **(grade_summary([r.get("grade") for r in rows]) if any(r.get("grade") for r in rows) else {}),
     }
 
 
@@ -251,18 +291,32 @@ def evaluate_rag(
     cases: Sequence[QACase],
     principals: Sequence[str] | None = None,
     on_case: Callable[[int, int], None] | None = None,
+    grader: AnswerGrader | None = None,
+    save_runs: bool = False,
 ) -> QAReport:
+    """Every question through the real ask pipeline; with ``grader``, each answer judged too;
+    with ``save_runs``, each question's run is saved in the index (its run chain can be opened)."""
     rows = []
     for i, case in enumerate(cases, 1):
-        rows.append(run_case(lib, case, principals))
+        rows.append(run_case(lib, case, principals, grader, save_runs))
         if on_case is not None:
             on_case(i, len(cases))
+    return QAReport(summarize(rows), slice_metrics(rows), rows, run_info(lib, rows, grader))
+
+
+def slice_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The metrics of each slice: answerable, unanswerable, ``lang:*``, ``type:*``."""
     slices: dict[str, list[dict[str, Any]]] = {"answerable": [], "unanswerable": []}
     for r in rows:
         slices["answerable" if r["answerable"] else "unanswerable"].append(r)
         slices.setdefault(f"lang:{r['lang']}", []).append(r)
         slices.setdefault(f"type:{r['type']}", []).append(r)
-    info = {
+    return {k: summarize(v) for k, v in slices.items() if v}
+
+
+def run_info(lib: Library, rows: Sequence[dict[str, Any]], grader: AnswerGrader | None = None) -> dict[str, Any]:
+    """The settings an evaluation ran with (the report's "Settings")."""
+    return {
         "vault": str(lib.vault),
         "writer": lib.asker.writer.name,
         "judge": lib.asker.judge.model if lib.asker.judge is not None else "off",
@@ -270,8 +324,15 @@ def evaluate_rag(
         "mode": lib.settings.search.mode,
         "embedding": lib.settings.embedding.provider,
         "evaluated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "grader": None if grader is None else {"model": grader.model, "rubric": grader.rubric_version},
+        "gate_threshold": _common_threshold(rows),
     }
-    return QAReport(summarize(rows), {k: summarize(v) for k, v in slices.items() if v}, rows, info)
+
+
+def _common_threshold(rows: Sequence[dict[str, Any]]) -> float | None:
+    """The gate threshold most questions were judged against (per language it may differ)."""
+    seen = [r["gate"]["threshold"] for r in rows if r.get("gate") and r["gate"].get("threshold") is not None]
+    return max(set(seen), key=seen.count) if seen else None
 
 
 def regressions(current: dict[str, Any], baseline: dict[str, Any], tolerance: float) -> list[str]:

@@ -106,6 +106,7 @@ def evaluate_retrieval(
         for n, qid in enumerate(qids, 1):
             text = dataset.queries[qid]
             ranked: list[str] = []
+            latency: float | None = None
             if text.strip():  # an empty query (they exist in real sets) retrieves nothing and scores 0
                 t0 = time.perf_counter()
                 result = lib.search(text, mode=mode, limit=CHUNK_POOL)
@@ -118,7 +119,8 @@ def evaluate_retrieval(
                         r.hit
                         for r in reranker.rerank(text, hits, term_weights(lib.store, text, settings.search.principals))
                     ]
-                latencies.append((time.perf_counter() - t0) * 1000.0)
+                latency = (time.perf_counter() - t0) * 1000.0
+                latencies.append(latency)
                 ranked = list(dict.fromkeys(mapping[h.path] for h in hits))[:DOC_POOL]
             else:
                 empty += 1
@@ -129,6 +131,7 @@ def evaluate_retrieval(
                 "recall@100": recall_at_k(ranked, qrels, 100),
                 "mrr@10": mrr_at_k(ranked, qrels, 10),
                 "top": ranked[:10],
+                "latency_ms": None if latency is None else round(latency, 2),
             }
             if on_query:
                 on_query(n, len(qids))

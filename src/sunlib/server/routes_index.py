@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
+from ..evaluate.history import keep_benchmark
 from ..evaluate.qa import load_qa, run_case, summarize
 from ..library import Library
 from .auth import principals_for
@@ -100,7 +101,9 @@ def start_rag_run(
             except Exception as exc:  # one bad case does not end the run
                 failed.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"})
             state.jobs.progress(job, "questions", i, len(cases))
+        eval_id = keep_benchmark(lib, rows, principals, body.qa_set) if rows else None  # `sunlib eval history`
         return {
+            "eval_id": eval_id,
             "total_cases": len(cases),
             "successful_cases": len(rows),
             "failed_cases": len(failed),

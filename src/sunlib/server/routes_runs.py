@@ -22,7 +22,7 @@ def list_runs(
     principals: tuple[str, ...] = Depends(principals_for),
 ) -> dict[str, Any]:
     state = request.app.state.sunlib
-    runs = state.library.store.list_runs(principals, limit, offset)
+    runs = state.library.store.list_runs(principals, limit, offset, kind="ask")  # evaluations: /api/evals
     return {"runs": [dataclasses.asdict(r) for r in runs], "limit": limit, "offset": offset}
 
 

@@ -327,12 +327,15 @@ class SqliteDocuments:
                 ),
             )
 
-    def list_runs(self, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[RunSummary]:
-        """Runs the principals may read (every principal the run was asked as is among them), newest first."""
+    def list_runs(
+        self, principals: Sequence[str], limit: int = 20, offset: int = 0, kind: str | None = None
+    ) -> list[RunSummary]:
+        """Runs the principals may read (every principal the run was asked as is among them), newest first;
+        with ``kind``, only runs of that kind ("ask", "eval")."""
         rows = self.db.conn.execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs r WHERE {_RUN_READABLE}"
+            f"SELECT {_RUN_COLUMNS} FROM runs r WHERE {_RUN_READABLE} AND (? IS NULL OR kind = ?)"
             " ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?",
-            (json.dumps(list(principals)), limit, offset),
+            (json.dumps(list(principals)), kind, kind, limit, offset),
         )
         return [_run(r) for r in rows]
 

@@ -995,6 +995,9 @@
   // ---------------------------------------------------------------------------------------
   // Start
 
+  // The helpers other page scripts (evaluate.js) build on; they add their loader to `loaders`.
+  window.sunlibUI = Object.freeze({ $, el, clear, api, headers, failure, readSSE, fmtMs, fmtNum, fmtTime, loaders });
+
   const start = location.hash.slice(1);
   currentPage = "";
   showPage(start || "ask");
