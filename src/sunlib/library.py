@@ -24,6 +24,7 @@ from .compose import Shared, ThreadStores
 from .config import Settings, load_settings, merge
 from .contracts import AskResult, SearchFilters, SearchResult
 from .errors import UserError
+from .freshness import Freshness, FreshRead, fresh_read
 from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
@@ -117,6 +118,13 @@ class Library:
     def write_lock(self) -> threading.RLock:
         """Held by note writes, syncs and the text phase of indexing; never across a provider call."""
         return self._shared.write_lock
+
+    @property
+    def freshness(self) -> FreshRead:
+        """What the read paths check their notes' files with (``sunlib.freshness``), on the calling
+        thread's connection; the verified-signature cache is shared per index file."""
+        cache = self._shared.part(("freshness",), Freshness)
+        return FreshRead(self.store, self.vault, self._settings.index, self.write_lock, cache)
 
     @property
     def embedder(self) -> Embedder:
@@ -227,7 +235,13 @@ class Library:
             limit=limit,
             offset=offset,
         )
-        return engine.search(request, tracer)
+        # a note whose file changed on disk is re-indexed first, or left out (sunlib.freshness)
+        result, withheld = fresh_read(
+            self.freshness, lambda: engine.search(request, tracer), lambda r: [h.path for h in r.hits]
+        )
+        if withheld:
+            result = dataclasses.replace(result, hits=tuple(h for h in result.hits if h.path not in withheld))
+        return result
 
     @property
     def asker(self) -> Asker:
