@@ -235,13 +235,19 @@ class Library:
             limit=limit,
             offset=offset,
         )
-        # a note whose file changed on disk is re-indexed first, or left out (sunlib.freshness)
+        # A note whose file changed on disk is re-indexed first and the search runs again, or the
+        # note is left out (sunlib.freshness). Each attempt traces privately; only the last one's
+        # steps reach the caller's tracer, so no step of a discarded attempt is ever shown.
         result, withheld = fresh_read(
-            self.freshness, lambda: engine.search(request, tracer), lambda r: [h.path for h in r.hits]
+            self.freshness,
+            lambda: engine.search(request, Tracer("search", run_id=tracer.run_id if tracer else None)),
+            lambda r: [h.path for h in r.hits],
         )
-        if withheld:
-            result = dataclasses.replace(result, hits=tuple(h for h in result.hits if h.path not in withheld))
-        return result
+        hits = tuple(h for h in result.hits if h.path not in withheld)
+        if tracer is not None:
+            tracer.adopt(result.trace.steps, result.trace.warnings)
+            return dataclasses.replace(result, hits=hits, trace=tracer.finish())
+        return dataclasses.replace(result, hits=hits) if withheld else result
 
     @property
     def asker(self) -> Asker:
