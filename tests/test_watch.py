@@ -7,6 +7,7 @@ read-path check (sunlib.freshness) would re-index a changed file itself and hide
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from clients import sunlib
 from sunlib import Library
 from sunlib.store import NoteState
 from sunlib.watch import Watcher, ignored
@@ -204,3 +206,31 @@ def test_cli_index_watch_prints_a_line_per_batch_and_stops_on_ctrl_c(tmp_path: P
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_status_files_compares_the_vault_with_the_index(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in ("same", "edited", "broken", "gone"):
+        (vault / f"{name}.md").write_text(f"# {name}\n\nText of {name}.\n", encoding="utf-8")
+    lib = Library.open(vault, embedding={"provider": "hash"})
+    lib.index()
+    lib.close()
+    (vault / "edited.md").write_text("# edited\n\nNew text.\n", encoding="utf-8")
+    (vault / "broken.md").write_text("---\ntitle: [unclosed\n---\n", encoding="utf-8")
+    (vault / "gone.md").unlink()
+    (vault / "new.md").write_text("# new\n", encoding="utf-8")
+    env = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}  # the space the vault was indexed in
+    r = sunlib("status", "--files", "--json", "-V", str(vault), env=env)
+    assert r.returncode == 0, r.stderr
+    rows = {f["path"]: f for f in json.loads(r.stdout)["files"]}
+    assert {p: f["state"] for p, f in rows.items()} == {
+        "same.md": "embedded",
+        "edited.md": "queued",
+        "broken.md": "failed",
+        "gone.md": "queued",
+        "new.md": "queued",
+    }
+    assert rows["broken.md"]["reason"] and rows["broken.md"]["chunks"] == 1  # its last good version stays
+    text = sunlib("status", "--files", "-V", str(vault), env=env)
+    assert text.returncode == 0 and "5 files: 3 queued, 0 indexed, 1 embedded, 1 failed" in text.stdout
