@@ -33,6 +33,7 @@ return (``sunlib.freshness``), so no read serves a note under a state its file n
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -113,6 +114,7 @@ class Watcher:
         self._stop = threading.Event()
         self.ready = threading.Event()  # set once the watches are in place (and the catch-up is done)
         self._thread: threading.Thread | None = None
+        self.error: str | None = None  # why the watcher thread stopped, if it did on its own
         self._embed_lock = threading.Lock()
         self._embed_waiting: set[str] = set()
         self._embed_queued = False
@@ -132,7 +134,11 @@ class Watcher:
     def _serve(self) -> None:
         try:
             self.run()
+        except Exception as exc:  # e.g. the system's limit of watches: say so, never a traceback
+            self.error = f"{type(exc).__name__}: {exc}"
+            sys.stderr.write(f"warning: the vault watcher stopped: {self.error}\n")
         finally:
+            self.ready.set()  # nobody waits for a watcher that is gone
             self.library.release_thread()
 
     def run(self) -> None:
