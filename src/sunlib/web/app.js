@@ -994,6 +994,7 @@
 
   const fileRows = new Map(); // path -> row
   let filesFeed = null; // AbortController of the open feed
+  let filesTotal = 0; // files visible to you (the table shows the first 2000 by path)
 
   function fileRow(f) {
     const badge = f.state === "failed" ? "error" : f.state === "embedded" ? "ok" : "";
@@ -1016,7 +1017,8 @@
       body.append(fileRow(f));
     }
     const parts = ["queued", "indexed", "embedded", "failed"].map((k) => `${counts[k] || 0} ${k}`);
-    $("#files-summary").textContent = `${fileRows.size} files: ${parts.join(", ")}`;
+    const shown = filesTotal > fileRows.size ? ` (the first ${fileRows.size} of ${filesTotal})` : "";
+    $("#files-summary").textContent = `${fileRows.size} files${shown}: ${parts.join(", ")}`;
   }
 
   async function loadFiles() {
@@ -1024,6 +1026,7 @@
     try {
       const page = await api("/api/index/files?limit=2000");
       fileRows.clear();
+      filesTotal = page.total;
       for (const f of page.files) fileRows.set(f.path, f);
       renderFiles();
       $("#files-live").textContent = page.watching ? "· live (watching the vault)" : "· not watching";
