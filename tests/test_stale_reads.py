@@ -22,6 +22,8 @@ from clients import Api
 from sunlib import Library
 from sunlib.server import create_app
 from sunlib.server.routes_files import _feed_event
+from sunlib.steps import Step
+from sunlib.trace import Tracer
 
 NOTE = "guide/search/search-modes.md"  # public, with frontmatter and a sidecar (no acl in either)
 WORD = "zanzibarquux"  # in no note of the sample vault
@@ -151,3 +153,17 @@ def test_with_the_watcher_the_new_word_is_found_and_files_are_acl_filtered(
 
 def r_total(client: TestClient, headers: dict[str, str]) -> int:
     return int(client.get("/api/index/files", params={"limit": 2000}, headers=headers).json()["total"])
+
+
+def test_a_search_run_again_after_a_sync_shows_only_its_last_attempt(tokened: Library) -> None:
+    path = tokened.vault / NOTE
+    before = {c.chunk_id for c in tokened.store.chunks_of_note(tokened.store.note_states_of([NOTE])[NOTE].note_id)}
+    path.write_text(path.read_text(encoding="utf-8") + f"\nSearch modes and {WORD}.\n", encoding="utf-8")
+    heard: list[str] = []
+    tracer = Tracer("search", listener=lambda step: heard.append(step.name))
+    result = tokened.search("search modes", mode="bm25", principals=["public"], tracer=tracer)
+    assert NOTE in {h.path for h in result.hits}  # re-indexed, then found in its new state
+    assert heard == [Step.BM25] and [s.name for s in result.trace.steps] == [Step.BM25]
+    after = {c.chunk_id for c in tokened.store.chunks_of_note(tokened.store.note_states_of([NOTE])[NOTE].note_id)}
+    shown = {row["chunk_id"] for row in result.trace.steps[0].details["top"]}
+    assert before - after and not shown & (before - after), "a chunk of the discarded attempt reached the trace"
