@@ -52,12 +52,14 @@ TIMEOUT_MS = 30_000
 
 
 @contextmanager
-def serve(lib: Library) -> Iterator[str]:
+def serve(lib: Library, watch: bool = False) -> Iterator[str]:
     """The real app under uvicorn on a free loopback port, in a background thread."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(lib), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(lib, watch=watch), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True, name="uvicorn-e2e")
     thread.start()
     deadline = time.monotonic() + 20
@@ -406,6 +408,34 @@ def test_index_status_and_rebuild(injection_server: str, page: Any) -> None:
     page.wait_for_function("document.querySelector('#rebuild-status').textContent.startsWith('Done')")
     assert "2 unchanged" in page.inner_text("#rebuild-status")
     assert page.is_enabled("#rebuild-btn")
+
+
+@pytest.fixture(scope="module")
+def watch_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The tiny vault served with its watcher on (as ``sunlib serve`` runs by default)."""
+    vault = tiny_vault(tmp_path_factory.mktemp("web_watch"))
+    lib = Library.open(vault, embedding={"provider": "hash"})
+    lib.index()
+    try:
+        with serve(lib, watch=True) as url:
+            yield url, vault
+    finally:
+        lib.close()
+
+
+def test_index_page_shows_each_file_and_follows_the_vault_live(watch_server: tuple[str, Path], page: Any) -> None:
+    url, vault = watch_server
+    page.goto(url + "/#index")
+    page.wait_for_selector('#files-table tr[data-path="garden.md"]')
+    assert "live" in page.inner_text("#files-live")
+    (vault / "orchard.md").write_text("# Orchard\n\nApples and pears.\n", encoding="utf-8")
+    row = page.wait_for_selector('#files-table tr[data-path="orchard.md"]')  # over SSE, no reload
+    page.wait_for_function(
+        "document.querySelector('#files-table tr[data-path=\"orchard.md\"] .badge').textContent === 'embedded'"
+    )
+    assert row is not None
+    (vault / "orchard.md").unlink()
+    page.wait_for_selector('#files-table tr[data-path="orchard.md"]', state="detached")
 
 
 def test_ui_is_three_static_files_that_never_build_html_from_data() -> None:

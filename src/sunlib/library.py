@@ -24,6 +24,7 @@ from .compose import Shared, ThreadStores
 from .config import Settings, load_settings, merge
 from .contracts import AskResult, SearchFilters, SearchResult, Turn
 from .errors import UserError
+from .freshness import Freshness, FreshRead, fresh_read
 from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
 from .providers import Embedder, create_embedder
@@ -132,6 +133,13 @@ class Library:
         ``embed``, ``reconcile`` and the notes API's writes."""
         self.stores.current()  # opening the index makes its folder, where the lock file goes
         return indexer_lock(self.db_path)
+
+    @property
+    def freshness(self) -> FreshRead:
+        """What the read paths check their notes' files with (``sunlib.freshness``), on the calling
+        thread's connection; the verified-signature cache is shared per index file."""
+        cache = self._shared.part(("freshness",), Freshness)
+        return FreshRead(self.store, self.vault, self._settings.index, self.write_lock, cache)
 
     @property
     def embedder(self) -> Embedder:
@@ -260,7 +268,19 @@ class Library:
             limit=limit,
             offset=offset,
         )
-        return engine.search(request, tracer)
+        # A note whose file changed on disk is re-indexed first and the search runs again, or the
+        # note is left out (sunlib.freshness). Each attempt traces privately; only the last one's
+        # steps reach the caller's tracer, so no step of a discarded attempt is ever shown.
+        result, withheld = fresh_read(
+            self.freshness,
+            lambda: engine.search(request, Tracer("search", run_id=tracer.run_id if tracer else None)),
+            lambda r: [h.path for h in r.hits],
+        )
+        hits = tuple(h for h in result.hits if h.path not in withheld)
+        if tracer is not None:
+            tracer.adopt(result.trace.steps, result.trace.warnings)
+            return dataclasses.replace(result, hits=hits, trace=tracer.finish())
+        return dataclasses.replace(result, hits=hits) if withheld else result
 
     @property
     def asker(self) -> Asker:

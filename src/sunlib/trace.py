@@ -16,9 +16,10 @@ step's ``details`` are read-only once it has ended.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -103,6 +104,26 @@ class Tracer:
         """Record ``name`` as a step that did not run, and why."""
         with self.step(name) as rec:
             rec.skip(reason)
+
+    def adopt(self, steps: Sequence[StepTrace], warnings: Sequence[str] = ()) -> None:
+        """Record the ended steps of another run as if they had run here, inside the span open
+        now (span ids renumbered, parents kept among them). A part that may have to run again
+        before its result can be shown (``Library.search`` when a note changed on disk) runs on
+        a private tracer and hands its final steps over only: the listener never hears of a
+        discarded attempt."""
+        parent = self._open[-1] if self._open else None
+        renamed: dict[str, str] = {}
+        for step in steps:
+            span_id = renamed[step.span_id] = f"s{len(self._order) + 1}"
+            parent_id = renamed.get(step.parent_id or "") or (parent.span_id if parent is not None else None)
+            iteration = step.iteration or (parent.iteration if parent is not None else 0)
+            moved = dataclasses.replace(step, span_id=span_id, parent_id=parent_id, iteration=iteration)
+            self._order.append(span_id)
+            self._done[span_id] = moved
+            if self._listener is not None:
+                self._listener(moved)
+        for message in warnings:
+            self.warn(message)
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

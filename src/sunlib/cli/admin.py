@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,8 +64,14 @@ def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
     config: Annotated[Path | None, typer.Option()] = None,
+    files: Annotated[
+        bool, typer.Option("--files", help="each file's status: queued, indexed, embedded or failed (and why)")
+    ] = False,
 ) -> None:
     """What is indexed: notes, chunks, embedding spaces and vectors still pending."""
+    if files:
+        _status_files(vault, config, as_json)
+        return
     with open_library(vault, config) as lib:
         require_index(lib)
         info = lib.status()
@@ -78,6 +85,33 @@ def status(
     for sp in info["spaces"]:
         out.print(f"space   {sp['name']}: {sp['vectors']} vectors")
     out.print(f"gate    {calibration_line(info['calibration'])}")
+
+
+def _status_files(vault: Path | None, config: Path | None, as_json: bool) -> None:
+    """Every file's status. This process has no watcher's board: ``queued`` is a file that
+    changed since it was indexed (``sunlib index`` would sync it), ``failed`` one that cannot be
+    indexed, with the reason (``sunlib.filestatus``)."""
+    from ..filestatus import disk_states, file_rows, unindexed_rows
+
+    with open_library(vault, config) as lib:
+        require_index(lib)
+        store = lib.store
+        on_disk = disk_states(store, lib.vault, lib.settings.index)
+        rows = {r.path: r for r in file_rows(store.note_files(None)[0], store, lib.space, None)}
+    for row in unindexed_rows((p, state, reason) for p, (state, reason) in on_disk.items()):
+        indexed = rows.get(row.path)
+        rows[row.path] = dataclasses.replace(indexed, state=row.state, reason=row.reason) if indexed else row
+    ordered = [rows[p] for p in sorted(rows)]
+    if as_json:
+        print_json({"files": [dataclasses.asdict(r) for r in ordered]})
+        return
+    counts: dict[str, int] = {}
+    for row in ordered:  # plain text: a file name may look like rich markup
+        counts[row.state] = counts.get(row.state, 0) + 1
+        reason = f"  {' '.join(row.reason.split())}" if row.reason else ""
+        sys.stdout.write(f"{row.state:<9} {row.embedded_chunks}/{row.chunks:<4} {row.path}{reason}\n")
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("queued", "indexed", "embedded", "failed"))
+    sys.stdout.write(f"{len(ordered)} files: {summary}\n")
 
 
 def calibration_line(cal: dict[str, Any]) -> str:

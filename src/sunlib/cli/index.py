@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +30,9 @@ def index(
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="then keep watching: re-index files as they change, until Ctrl-C")
+    ] = False,
 ) -> None:
     """Index new and changed notes, drop deleted ones, then embed what has no vector yet."""
     lib = Library.open(path, config).with_settings(embedding={"provider": provider}, index={"chunker": chunker})
@@ -42,7 +46,44 @@ def index(
     remember_vault(lib.vault)
     if as_json:
         print_json({"index": str(lib.db_path), **report.as_dict(), "calibration": calibration})
-        return
+    else:
+        _print_report(lib, report, status, no_embed, calibration)
+    if watch:
+        _watch(lib, embed=not no_embed, as_json=as_json)
+
+
+def _watch(lib: Library, embed: bool, as_json: bool) -> None:
+    """Watch the vault until Ctrl-C: one line (or one JSON object) per applied batch."""
+    import json
+    import time
+
+    from ..watch import Batch, Watcher
+
+    def line(batch: Batch) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps({"paths": list(batch.paths), **batch.report.as_dict()}) + "\n")
+        else:
+            sys.stdout.write(f"{time.strftime('%H:%M:%S')} {batch.line()}\n")
+        sys.stdout.flush()
+
+    def inline(vectors: Callable[[], None]) -> None:
+        vectors()  # after the batch's text is committed: BM25 already finds it
+
+    lib = lib.with_settings(index={"embed": embed})
+    watcher = Watcher(lib, vectors=inline, on_batch=line, catch_up=True)
+    sys.stderr.write(f"watching {lib.vault} (Ctrl-C to stop)\n")
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        lib.close()
+    sys.stderr.write("stopped watching\n")
+
+
+def _print_report(
+    lib: Library, report: IndexReport, status: dict[str, Any] | None, no_embed: bool, calibration: dict[str, Any] | None
+) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     for label, value in (
         ("added", len(report.added)),

@@ -21,6 +21,9 @@ def serve(
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     index_first: Annotated[bool, typer.Option("--index/--no-index", help="bring the index up to date first")] = True,
+    watch: Annotated[
+        bool, typer.Option("--watch/--no-watch", help="re-index notes as their files change (sunlib.watch)")
+    ] = True,
 ) -> None:
     """Serve the REST + SSE API (OpenAPI at /docs) and the web UI. Without tokens: loopback only."""
     import uvicorn  # the server's modules load here, never for the other verbs
@@ -51,7 +54,7 @@ def serve(
         remember_vault(lib.vault)
         url = f"http://{'127.0.0.1' if s.host in ('0.0.0.0', '::') else s.host}:{s.port}/"
         err.print(f"sunlib serving {lib.vault} at {url}  (API docs: {url}docs; Ctrl-C to stop)")
-        server_config = uvicorn.Config(create_app(lib), host=s.host, port=s.port, log_level="warning")
+        server_config = uvicorn.Config(create_app(lib, watch=watch), host=s.host, port=s.port, log_level="warning")
         uvicorn.Server(server_config).run(sockets=[sock])
 
 

@@ -6,7 +6,8 @@ beside a writer). No lock is held across a request. Note writes take the library
 write lock from the ACL check to the index sync; query embedding and the writer's LLM
 call hold no lock at all. Background jobs (rebuilds, vectors after note writes, RAG
 benchmark runs) run on the worker service (``Jobs``), started and closed by the app's
-lifespan; see ``server/jobs.py``.
+lifespan; see ``server/jobs.py``. With ``watch``, the lifespan also runs the vault's watcher
+(``server/watching.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import __version__
 from ..config import Settings
+from ..filestatus import FileBoard
 from ..library import Library
 from . import errors
 from .jobs import Jobs
@@ -64,6 +66,8 @@ class ServerState:
     settings: Settings
     jobs: Jobs
     asks: InFlight = field(default_factory=InFlight)
+    board: FileBoard = field(default_factory=FileBoard)  # per-file status (sunlib.filestatus)
+    watch: bool = False  # the lifespan runs a watcher on the vault (sunlib.watch, server/watching.py)
 
 
 @asynccontextmanager
@@ -73,10 +77,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
     state: ServerState = app.state.sunlib
     state.jobs.start()
+    from .watching import start_watcher
+
+    watcher = await asyncio.to_thread(start_watcher, state) if state.watch else None
     try:
         async with sessions(app):  # the /mcp transport's task group
             yield
     finally:
+        if watcher is not None:
+            await asyncio.to_thread(watcher.stop)
         await asyncio.to_thread(state.asks.wait_idle, 30.0)
         await asyncio.to_thread(state.jobs.close)
 
@@ -113,7 +122,8 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
-def create_app(library: Library) -> FastAPI:
+def create_app(library: Library, watch: bool = False) -> FastAPI:
+    """The app over one library; ``watch``: its lifespan keeps the index in step with the vault."""
     settings = library.settings
     app = FastAPI(
         title="sunlib",
@@ -122,7 +132,7 @@ def create_app(library: Library) -> FastAPI:
         lifespan=lifespan,
     )
     # an app served without its lifespan (an ASGI test transport) starts a lane on its first job
-    app.state.sunlib = ServerState(library, settings, Jobs(release=library.release_thread))
+    app.state.sunlib = ServerState(library, settings, Jobs(release=library.release_thread), watch=watch)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.server.max_body_bytes)
     if settings.server.cors_origins:
@@ -132,9 +142,9 @@ def create_app(library: Library) -> FastAPI:
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    from . import routes_evals, routes_index, routes_notes, routes_query, routes_runs
+    from . import routes_evals, routes_files, routes_index, routes_notes, routes_query, routes_runs
 
-    for module in (routes_query, routes_runs, routes_index, routes_notes, routes_evals):
+    for module in (routes_query, routes_runs, routes_index, routes_files, routes_notes, routes_evals):
         app.include_router(module.router)
     from .routes_openai import create_v1
 

@@ -19,7 +19,9 @@ loopback default when the server has no tokens):
   first, so the ACL checked is the file's current one and a read never returns text the
   index has not vetted. A file that cannot be indexed (broken frontmatter) keeps its last
   indexed ACL; a read then returns ``content: null`` and ``in_sync: false``, and a move is
-  refused (409) until the file is fixed or replaced with PATCH.
+  refused (409) until the file is fixed or replaced with PATCH. The listing checks the notes of
+  its page the same way (``sunlib.freshness``): a changed one is re-indexed before the page is
+  answered, one that cannot be is left out.
 
 Consistency: every write holds the library's write lock and the indexer lock (shared with
 this server's own rebuild and vectors jobs; another process's indexer is waited for up to
@@ -58,6 +60,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .. import notes_io
 from ..config import Settings
+from ..freshness import fresh_read
 from ..indexing import IndexReport, sync_paths
 from ..ingest import NoteError, VaultFile, load_note
 from ..store import DocumentStore, NoteRecord, NoteSummary
@@ -264,8 +267,14 @@ def list_visible(
     state: ServerState, principals: tuple[str, ...], folder: str | None, tag: str | None, limit: int, offset: int
 ) -> dict[str, Any]:
     """Notes visible to the caller, by path, one page."""
-    notes, total = state.library.store.list_notes(principals, folder, tag, limit, offset)
-    return {"notes": [_summary(n) for n in notes], "total": total, "limit": limit, "offset": offset}
+    store = state.library.store
+    (notes, total), withheld = fresh_read(  # a note changed on disk: re-indexed first, or left out
+        state.library.freshness,
+        lambda: store.list_notes(principals, folder, tag, limit, offset),
+        lambda page: [n.path for n in page[0]],
+    )
+    shown = [_summary(n) for n in notes if n.path not in withheld]
+    return {"notes": shown, "total": total - (len(notes) - len(shown)), "limit": limit, "offset": offset}
 
 
 def read(state: ServerState, note_id: str, principals: tuple[str, ...]) -> dict[str, Any]:

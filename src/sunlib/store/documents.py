@@ -16,6 +16,7 @@ from .errors import at_boundary
 from .protocols import (
     ChunkRow,
     Counts,
+    NoteFile,
     NoteRecord,
     NoteState,
     NoteSummary,
@@ -225,6 +226,48 @@ class SqliteDocuments:
             tags = meta.get("tags", []) if isinstance(meta, dict) else []
             notes.append(NoteSummary(note_id, path, title, tuple(tags), meta, mtime))
         return notes, int(total or 0)
+
+    def note_files(
+        self, principals: Sequence[str] | None, paths: Sequence[str] | None = None, limit: int = 0, offset: int = 0
+    ) -> tuple[list[NoteFile], int]:
+        """(indexed notes as files by path, how many match): those the principals may see (None:
+        all), optionally only some paths; ``limit`` 0 means all."""
+        where, params = ["1"], list[Any]()
+        if principals is not None:
+            marks = ",".join("?" * len(principals)) or "NULL"
+            where.append(f"EXISTS (SELECT 1 FROM note_acl a WHERE a.note_rowid = n.id AND a.principal IN ({marks}))")
+            params.extend(principals)
+        if paths is not None:
+            wanted = list(dict.fromkeys(paths))
+            where.append("n.path IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(wanted))
+        condition = " AND ".join(where)
+        total = int(self.db.one(f"SELECT count(*) FROM notes n WHERE {condition}", params) or 0)
+        page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit else ""
+        rows = self.db.conn.execute(
+            "SELECT n.note_id, n.path, n.indexed_at,"
+            " (SELECT json_group_array(principal) FROM note_acl a WHERE a.note_rowid = n.id),"
+            " (SELECT json_group_array(chunk_id) FROM (SELECT chunk_id FROM chunks c"
+            "  WHERE c.note_rowid = n.id ORDER BY c.ordinal))"
+            f" FROM notes n WHERE {condition} ORDER BY n.path{page}",
+            params,
+        )
+        files = [
+            NoteFile(note_id, path, tuple(sorted(json.loads(acl))), tuple(json.loads(chunks)), indexed_at)
+            for note_id, path, indexed_at, acl, chunks in rows
+        ]
+        return files, total
+
+    def note_paths_under(self, folder: str) -> list[str]:
+        """The indexed paths under a vault-relative folder, any depth (a range scan of the
+        path index: '0' is the character after '/')."""
+        prefix = folder.strip("/")
+        if not prefix:
+            return [p for _, p, _ in self.iter_notes()]
+        rows = self.db.conn.execute(
+            "SELECT path FROM notes WHERE path >= ? AND path < ? ORDER BY path", (prefix + "/", prefix + "0")
+        )
+        return [str(r[0]) for r in rows]
 
     # -- chunks --------------------------------------------------------------------------------
 

@@ -117,6 +117,17 @@ class NoteState:
 
 
 @dataclass(frozen=True)
+class NoteFile:
+    """An indexed note as a file: what the per-file status (watch mode) needs."""
+
+    note_id: str
+    path: str
+    acl: tuple[str, ...]
+    chunk_ids: tuple[str, ...]
+    indexed_at: float
+
+
+@dataclass(frozen=True)
 class NoteRecord:
     note_id: str
     path: str
@@ -262,6 +273,17 @@ class DocumentStore(Protocol):
         limit: int = 50,
         offset: int = 0,
     ) -> tuple[list[NoteSummary], int]: ...
+    def note_files(
+        self, principals: Sequence[str] | None, paths: Sequence[str] | None = None, limit: int = 0, offset: int = 0
+    ) -> tuple[list[NoteFile], int]:
+        """(indexed notes as files by path, how many match): those the principals may see (None:
+        all), optionally only some paths; ``limit`` 0 means all."""
+        ...
+
+    def note_paths_under(self, folder: str) -> list[str]:
+        """The indexed paths under a vault-relative folder, any depth."""
+        ...
+
     def chunks_of_note(self, note_id: str) -> list[ChunkRow]: ...
     def chunks_by_ids(self, chunk_ids: Sequence[str]) -> list[ChunkRow]: ...
     def neighbours(self, chunk_id: str, radius: int) -> list[ChunkRow]: ...

@@ -989,8 +989,79 @@
       status.textContent = `Could not start: ${exc.message}`;
     }
   });
-  $("#status-refresh").addEventListener("click", loadStatus);
-  loaders.index = loadStatus;
+  // ---------------------------------------------------------------------------------------
+  // Per-file status (GET /api/index/files), kept live by its SSE feed while the page is shown
+
+  const fileRows = new Map(); // path -> row
+  let filesFeed = null; // AbortController of the open feed
+  let filesTotal = 0; // files visible to you (the table shows the first 2000 by path)
+
+  function fileRow(f) {
+    const badge = f.state === "failed" ? "error" : f.state === "embedded" ? "ok" : "";
+    return el(
+      "tr",
+      { attrs: { "data-path": f.path } },
+      el("td", {}, el("code", { text: f.path })),
+      el("td", {}, el("span", { class: `badge ${badge}`.trim(), text: f.state })),
+      el("td", { text: `${f.embedded_chunks}/${f.chunks}` }),
+      el("td", { class: "muted", text: f.reason || "" }),
+    );
+  }
+
+  function renderFiles() {
+    const body = clear($("#files-table tbody"));
+    const counts = {};
+    for (const path of [...fileRows.keys()].sort()) {
+      const f = fileRows.get(path);
+      counts[f.state] = (counts[f.state] || 0) + 1;
+      body.append(fileRow(f));
+    }
+    const parts = ["queued", "indexed", "embedded", "failed"].map((k) => `${counts[k] || 0} ${k}`);
+    const shown = filesTotal > fileRows.size ? ` (the first ${fileRows.size} of ${filesTotal})` : "";
+    $("#files-summary").textContent = `${fileRows.size} files${shown}: ${parts.join(", ")}`;
+  }
+
+  async function loadFiles() {
+    if (filesFeed) filesFeed.abort();
+    try {
+      const page = await api("/api/index/files?limit=2000");
+      fileRows.clear();
+      filesTotal = page.total;
+      for (const f of page.files) fileRows.set(f.path, f);
+      renderFiles();
+      $("#files-live").textContent = page.watching ? "· live (watching the vault)" : "· not watching";
+      if (page.watching) followFiles();
+    } catch (exc) {
+      $("#files-summary").textContent = `${exc.message} (${exc.error || "error"})`;
+    }
+  }
+
+  async function followFiles() {
+    const feed = (filesFeed = new AbortController());
+    try {
+      const res = await fetch("/api/index/files/events", { headers: headers(false), signal: feed.signal });
+      if (!res.ok) throw await failure(res);
+      await readSSE(res, (name, data) => {
+        if (currentPage !== "index") return feed.abort(); // the page was left: close the feed
+        if (name === "reload") return loadFiles();
+        if (name !== "files") return;
+        for (const f of data.files) fileRows.set(f.path, f);
+        for (const path of data.gone) fileRows.delete(path);
+        renderFiles();
+      });
+    } catch (exc) {
+      if (exc.name !== "AbortError") $("#files-live").textContent = `· feed lost: ${exc.message}`;
+    }
+  }
+
+  $("#status-refresh").addEventListener("click", () => {
+    loadStatus();
+    loadFiles();
+  });
+  loaders.index = () => {
+    loadStatus();
+    loadFiles();
+  };
 
   // ---------------------------------------------------------------------------------------
   // Start
