@@ -212,3 +212,61 @@ def test_a_500_keeps_the_connection_open(hash_library: Library) -> None:
             assert conn.sock is sock  # the same connection served the next request
         finally:
             conn.close()
+
+
+# -- 7. no row id, and nothing a hidden write moves, in a public caller's trace --------------
+
+VOLATILE = ("ms", "latency", "seconds", "created_at", "run_id", "trace_saved", "started", "finished")
+
+
+def _stable(value: Any) -> Any:
+    """A trace or frame without timings and run ids: what must not move between two calls."""
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if not any(word in k for word in VOLATILE)}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+def _ints(value: Any) -> set[int]:
+    if isinstance(value, dict):
+        return set().union(*(_ints(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_ints(v) for v in value)) if value else set()
+    return {value} if isinstance(value, int) and not isinstance(value, bool) else set()
+
+
+def test_a_hidden_write_moves_nothing_in_a_public_trace(open_lib: Callable[..., Library]) -> None:
+    lib = open_lib(server={"tokens": TOKENS})
+    api = Api(create_app(lib))
+    team, ops = api.bearer("tok-team"), api.bearer("tok-ops")
+    question = "When is the weekly rebuild window?"
+
+    def seen() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for mode in ("bm25", "hybrid"):
+            r = team.post("/api/search", json={"query": "weekly rebuild window backup", "mode": mode})
+            assert r.status_code == 200, r.text
+            out[mode] = r.json()
+        r = team.post("/api/ask", json={"question": question})
+        assert r.status_code == 200, r.text
+        saved = team.get(f"/api/runs/{r.json()['run_id']}")
+        assert saved.status_code == 200, saved.text
+        out["ask"], out["saved"] = r.json(), saved.json()
+        return out
+
+    before = seen()
+    rowids = {row[0] for row in lib.store.db.conn.execute("SELECT id FROM chunks")}  # type: ignore[attr-defined]
+    hidden = "---\nacl: [ops]\n---\n# Weekly rebuild\n\n" + "The weekly rebuild window backup is at night. " * 60
+    for i in range(3):
+        r = ops.post("/api/notes", json={"path": f"ops-{i}.md", "content": hidden})
+        assert r.status_code == 201, r.text
+        if r.json()["vectors_job"]:
+            poll(ops, f"/api/index/jobs/{r.json()['vectors_job']}")
+    after = seen()
+    assert _stable(after) == _stable(before)
+    # and no chunk row id reached the caller: the only numbers are ranks, counts, offsets and scores
+    text = json.dumps(after)
+    assert '"rowid"' not in text and '"row_id"' not in text
+    big = {n for n in _ints(after) if n > 1000} & rowids
+    assert not big, big
