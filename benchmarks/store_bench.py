@@ -9,6 +9,11 @@ them into docs/benchmarks.md between markers.
 
     python benchmarks/store_bench.py                # 10k and 100k chunks
     python benchmarks/store_bench.py --sizes 2000   # quick look
+    python benchmarks/store_bench.py --bm25-only    # only the visible-statistics BM25 cost
+
+It also measures what BM25 with the statistics of the visible chunks costs (docs/security.md,
+"scores"): the same queries through FTS5's ``bm25()`` and through the exact visible-set scoring
+(``sunlib_tf`` + store/bm25.py), in the same run, and the ratio.
 """
 
 from __future__ import annotations
@@ -28,13 +33,16 @@ from sunlib.contracts import SearchFilters
 from sunlib.indexing import sync_text
 from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
-from sunlib.store import Space, SqliteStore, VectorItem
+from sunlib.store import Space, SqliteStore, VectorItem, Visibility
+from sunlib.text import fts_query
 
 DIM = 384
 QUERIES = 200
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- store_bench:begin -->", "<!-- store_bench:end -->"
+BM25_BEGIN, BM25_END = "<!-- bm25_visible:begin -->", "<!-- bm25_visible:end -->"
+POOL = 50  # the lexical route's pool at the default limit of 10 (candidates per route)
 
 
 def vocabulary(rng: random.Random, n: int = 20000) -> list[str]:
@@ -106,6 +114,7 @@ def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float) -> 
             top = np.argpartition(-scores, 100)[:100]
             top[np.argsort(-scores[top])]
             lat["numpy"].append((time.perf_counter() - t0) * 1000)
+        bm25 = bm25_cost(lib, queries)
         lib.close()
         mem_store.close()
         per_chunk_store_ms = (text_s + vec_s) / chunks * 1000
@@ -118,9 +127,78 @@ def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float) -> 
             "matrix_load_s": load_s,
             **{f"{m}_p50": pct(v, 50) for m, v in lat.items()},
             **{f"{m}_p95": pct(v, 95) for m, v in lat.items()},
+            **bm25,
         }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bm25_cost(lib: Library, queries: list[str]) -> dict[str, float]:
+    """FTS5's bm25() against the visible-statistics scoring on the same queries and chunks.
+
+    Every synthetic chunk is public, so both rank the same rows with the same statistics: the
+    difference is the cost of the exact path (a Python call per matching row), which a caller
+    who does not see every chunk pays. ``stats_ms`` is the one-off sum of visible row lengths,
+    kept until the next write."""
+    lexical = lib.store.lexical
+    visibility = Visibility.of(["public"])
+    rows = lexical.visible_stats(visibility)[0]
+    t0 = time.perf_counter()
+    tokens = lexical.visible_tokens(visibility)
+    stats_ms = (time.perf_counter() - t0) * 1000
+    lat: dict[str, list[float]] = {"fts5": [], "visible": []}
+    for q in queries:
+        match = fts_query(q) or ""
+        t0 = time.perf_counter()
+        native = lexical.fts5_bm25(match, visibility, POOL)
+        lat["fts5"].append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        exact = lexical.visible_bm25(match, visibility, POOL, rows, tokens)
+        lat["visible"].append((time.perf_counter() - t0) * 1000)
+        assert [c for c, _ in exact] == [c for c, _ in native], q  # same statistics: same ranking
+    out = {f"bm25_{m}_p{q}": pct(v, q) for m, v in lat.items() for q in (50, 95)}
+    return {**out, "bm25_stats_ms": stats_ms, "bm25_ratio_p50": out["bm25_visible_p50"] / out["bm25_fts5_p50"]}
+
+
+def bm25_only(n: int, rng: random.Random, vocab: list[str]) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp(prefix=f"sunlib-bench-bm25-{n}-"))
+    try:
+        make_vault(tmp / "vault", n, rng, vocab)
+        lib = Library.open(tmp / "vault", index_dir=tmp / "index", embedding={"provider": "hash", "dimensions": DIM})
+        report = sync_text(lib.store, tmp / "vault", lib.settings.index)
+        queries = [" ".join(rng.choices(vocab[:3000], k=rng.randint(2, 6))) for _ in range(QUERIES)]
+        result = {"chunks": float(report.chunks_written), **bm25_cost(lib, queries)}
+        lib.close()
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def render_bm25(results: list[dict[str, float]]) -> str:
+    lines = [
+        BM25_BEGIN,
+        f"BM25 with visible-set statistics against FTS5's bm25(), ms p50 / p95 over {QUERIES} queries"
+        f" (pool {POOL}, 1 thread, same run, same chunks; the rankings are asserted equal):",
+        "",
+        "| chunks | FTS5 bm25() | visible statistics | ratio (p50) | visible lengths summed once (ms) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {int(r['chunks']):,} | {r['bm25_fts5_p50']:.1f} / {r['bm25_fts5_p95']:.1f} |"
+            f" {r['bm25_visible_p50']:.1f} / {r['bm25_visible_p95']:.1f} | {r['bm25_ratio_p50']:.1f}x |"
+            f" {r['bm25_stats_ms']:.0f} |"
+        )
+    lines.append(BM25_END)
+    return "\n".join(lines)
+
+
+def write_section(begin: str, end: str, table: str) -> None:
+    text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n\n"
+    if begin not in text:
+        text += "\n" + begin + "\n" + end + "\n"
+    head, rest = text.split(begin, 1)
+    DOC.write_text(head + table + rest.split(end, 1)[1], encoding="utf-8")
 
 
 def e5_throughput() -> float:
@@ -184,9 +262,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
+    ap.add_argument("--bm25-only", action="store_true", help="measure only BM25's visible-statistics cost")
     args = ap.parse_args()
     rng = random.Random(42)
     vocab = vocabulary(rng)
+    if args.bm25_only:
+        found = [bm25_only(n, rng, vocab) for n in args.sizes]
+        print(render_bm25(found))
+        if not args.no_write:
+            write_section(BM25_BEGIN, BM25_END, render_bm25(found))
+        return
     e5_rate = e5_throughput()
     results = []
     for n in args.sizes:
@@ -194,14 +279,10 @@ def main() -> None:
         print({k: round(v, 3) for k, v in r.items()}, flush=True)
         results.append(r)
     table = render(results, e5_rate)
-    print(table)
+    print(table + "\n" + render_bm25(results))
     if not args.no_write:
-        text = DOC.read_text(encoding="utf-8") if DOC.exists() else "# Benchmarks\n\n" + BEGIN + "\n" + END + "\n"
-        if BEGIN not in text:
-            text += "\n" + BEGIN + "\n" + END + "\n"
-        head, rest = text.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        DOC.write_text(head + table + tail, encoding="utf-8")
+        write_section(BEGIN, END, table)
+        write_section(BM25_BEGIN, BM25_END, render_bm25(results))
 
 
 if __name__ == "__main__":

@@ -485,7 +485,7 @@ def test_runs_are_readable_only_by_their_principals(open_hash: Callable[..., Lib
 # -- 6. loopback only without tokens -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("host", ["10.0.0.5", "192.168.1.20", "2001:db8::1"])
+@pytest.mark.parametrize("host", ["10.0.0.5", "192.168.1.20", "2001:db8::1", "testclient", "testserver"])
 def test_no_tokens_means_loopback_only(api: Api, host: str) -> None:
     remote = Api(api.app, host)
     for method, url, body in [
@@ -499,6 +499,10 @@ def test_no_tokens_means_loopback_only(api: Api, host: str) -> None:
     ]:
         assert_error(remote.request(method, url, json=body), 403, "forbidden")
     assert remote.get("/api/runs", headers={"Authorization": "Bearer anything"}).status_code == 403
+    # a loopback client naming a foreign Host (a test framework's name included) is refused too
+    for name in (host, "testclient", "testserver", "localhost.evil.example"):
+        r = Api(api.app).get("/api/runs", headers={"Host": name})
+        assert_error(r, 403, "forbidden")
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1"])

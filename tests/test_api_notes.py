@@ -598,7 +598,8 @@ def test_server_shutdown_closes_the_worker_service(lib: Library) -> None:
 
     application = create_app(lib)
     jobs = application.state.sunlib.jobs
-    with TestClient(application, base_url="http://127.0.0.1") as c:  # runs the app's lifespan
+    # a real loopback client address: TestClient's default ("testclient") is not loopback
+    with TestClient(application, base_url="http://127.0.0.1", client=("127.0.0.1", 50000)) as c:  # runs the lifespan
         assert jobs.alive() == 2  # the index lane and the benchmark lane
         r = c.post("/api/notes", json={"path": "lifespan.md", "content": "# Lifespan\n\nshutdown text\n"})
         assert r.status_code == 201

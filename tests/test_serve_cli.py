@@ -81,7 +81,7 @@ def serving() -> Iterator[list[Serving]]:
             s.proc.communicate(timeout=5)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20", "testclient", "testserver"])
 def test_refuses_a_public_bind_without_tokens(vault: Path, host: str) -> None:
     r = sunlib("serve", "--host", host, "--port", str(free_port()), "--no-index", "--vault", str(vault))
     assert r.returncode != 0

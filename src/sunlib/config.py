@@ -227,6 +227,10 @@ class ServerSettings(BaseModel):
     # bearer token -> extra principals (besides "public"); put tokens in the environment
     # (SUNLIB_SERVER__TOKENS='{"...": ["team"]}') or a config file only you can read
     tokens: dict[str, list[str]] = Field(default_factory=dict)
+    # principals that may see the whole index's status: absolute vault and index paths, every
+    # principal's jobs, unfiltered job reports and counts. A token is an admin when one of its
+    # principals is listed here; without tokens the loopback caller (the machine's owner) is one.
+    admin_principals: list[str] = Field(default_factory=list)
     cors_origins: list[str] = Field(default_factory=list)  # closed by default
     max_body_bytes: int = Field(2_000_000, ge=1024)
     dense_engine_numpy: bool = True  # a long-running server keeps vectors in memory (fast KNN)

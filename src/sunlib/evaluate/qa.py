@@ -107,16 +107,19 @@ class QAReport:
         return {**self.metrics, "by_slice": self.by_slice}
 
 
-def load_qa(path: Path) -> list[QACase]:
+def load_qa(path: Path, label: str | None = None) -> list[QACase]:
+    """The cases of a QA set; errors name it as ``label`` (default: ``path``), so that a server
+    can name a vault file by its vault-relative path rather than where it lives on disk."""
+    label = label or str(path)
     if not path.is_file():
-        raise DatasetError(f"QA set not found: {path}")
+        raise DatasetError(f"QA set not found: {label}")
     cases: list[QACase] = []
     seen: set[str] = set()
     with path.open(encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            where = f"{path}:{n}"
+            where = f"{label}:{n}"
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
@@ -150,7 +153,7 @@ def load_qa(path: Path) -> list[QACase]:
                 )
             )
     if not cases:
-        raise DatasetError(f"{path}: no questions")
+        raise DatasetError(f"{label}: no questions")
     return cases
 
 

@@ -17,7 +17,9 @@ PUBLIC = "public"
 
 
 def is_loopback_host(host: str) -> bool:
-    if host in ("localhost", "localhost.", "testclient"):
+    """Only real loopback: ``localhost``, 127.0.0.0/8 and ::1 (a test framework's made-up client
+    name such as ``testclient`` is not one: it would let any name through the Host check)."""
+    if host.lower() in ("localhost", "localhost."):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -31,6 +33,15 @@ def _host_name(value: str) -> str:
     if value.startswith("["):
         return value[1:].split("]", 1)[0]
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def is_admin(request: Request, principals: tuple[str, ...]) -> bool:
+    """May this caller see the whole index (absolute paths, every job, unfiltered reports)? Yes for
+    a token holding a principal of ``[server] admin_principals``, and for the loopback caller of
+    a server without tokens (it reads the index file anyway). ``principals`` is ``principals_for``'s
+    answer, so the request has passed its checks."""
+    server = request.app.state.sunlib.settings.server
+    return not server.tokens or bool(set(principals) & set(server.admin_principals))
 
 
 def principals_for(request: Request) -> tuple[str, ...]:

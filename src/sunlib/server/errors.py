@@ -10,6 +10,7 @@ is repaired. ``error`` is the exception's ``code`` (``store_full``, ``store_busy
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import (
     ConfigError,
@@ -50,6 +52,15 @@ def status_of(exc: SunlibError) -> int:
     if isinstance(exc, IndexError_):  # StoreBusy, StoreCorrupt and the index's other failures
         return 503
     return 500
+
+
+def relative_paths(message: str, vault: Path, index: Path) -> str:
+    """``message`` with the server's absolute paths taken out: a path in the vault becomes
+    vault-relative, the index folder ``<index>``. Errors over HTTP go through it."""
+    for root, shown in ((index.parent, "<index>"), (vault, ".")):
+        for variant in dict.fromkeys((str(root), str(root.resolve()))):
+            message = message.replace(variant + "/", "" if shown == "." else shown + "/").replace(variant, shown)
+    return message
 
 
 def body(error: str, message: str) -> dict[str, str]:
@@ -90,11 +101,15 @@ SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(body(exc.error, exc.message), status_code=exc.status)
+        library = request.app.state.sunlib.library
+        message = relative_paths(exc.message, library.vault, library.db_path)
+        return JSONResponse(body(exc.error, message), status_code=exc.status)
 
     @app.exception_handler(SunlibError)
     async def _sunlib(request: Request, exc: SunlibError) -> JSONResponse:
-        return JSONResponse(body(exc.code, str(exc)), status_code=status_of(exc))
+        library = request.app.state.sunlib.library  # an HTTP caller never reads the server's paths
+        message = relative_paths(str(exc), library.vault, library.db_path)
+        return JSONResponse(body(exc.code, message), status_code=status_of(exc))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -109,7 +124,38 @@ def install(app: FastAPI) -> None:
             body(names.get(exc.status_code, "http_error"), str(exc.detail)), status_code=exc.status_code
         )
 
-    @app.exception_handler(Exception)
-    async def _bug(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("internal error on %s", request.url.path)
-        return JSONResponse(body("internal_error", f"internal error ({type(exc).__name__})"), status_code=500)
+    app.add_middleware(CatchAll)
+
+
+class CatchAll:
+    """A bug's 500 as JSON, on a connection that stays open.
+
+    Starlette's outermost middleware answers an unhandled exception and then raises it again
+    into the server, which closes the keep-alive connection: every 500 cost the client its
+    connection. This middleware sits inside it, answers the 500 itself and returns normally. An
+    exception after the response has started (a broken stream) is raised as before: the client
+    cannot be told otherwise.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:
+            log.exception("internal error on %s", scope.get("path", ""))
+            if started:
+                raise
+            response = JSONResponse(body("internal_error", f"internal error ({type(exc).__name__})"), status_code=500)
+            await response(scope, receive, send)

@@ -16,7 +16,7 @@ from sse_starlette.sse import EventSourceResponse
 from ..evaluate.history import keep_benchmark
 from ..evaluate.qa import load_qa, run_case, summarize
 from ..library import Library
-from .auth import principals_for
+from .auth import is_admin, principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, ApiError
 from .jobs import Job
 from .schemas import (
@@ -27,21 +27,28 @@ from .schemas import (
     RagRunOut,
     RagRunStartedOut,
 )
+from .views import Reader, job_view, rebuild_report, scrub
+from .views import index_status as status_for
 
 router = APIRouter(prefix="/api", tags=["index and benchmarks"], responses=ERROR_RESPONSES)
 
 
-def _readable(job: Job | None, principals: tuple[str, ...], *kinds: str) -> Job:
-    if job is None or job.kind not in kinds or not set(job.principals) <= set(principals):
+def reader_of(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> Reader:
+    """The caller as a reader of jobs and status (FastAPI dependency)."""
+    return Reader(principals, is_admin(request, principals))
+
+
+def _readable(job: Job | None, reader: Reader, *kinds: str) -> Job:
+    if job is None or job.kind not in kinds or not reader.may_read(job):
         raise ApiError(404, "not_found", "no such job")
     return job
 
 
 @router.get("/index/status", response_model=IndexStatusOut)
-def index_status(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+def index_status(request: Request, reader: Reader = Depends(reader_of)) -> dict[str, Any]:
+    """Counts of what you may see; absolute paths and every principal's jobs for admins only."""
     state = request.app.state.sunlib
-    status = state.library.status()
-    return {**status, "jobs": [j.view() for j in state.jobs.recent("rebuild")]}
+    return status_for(state.library, reader, state.jobs.recent("rebuild"))
 
 
 @router.post("/index/rebuild", status_code=202, response_model=JobStartedOut)
@@ -59,18 +66,21 @@ def rebuild(request: Request, principals: tuple[str, ...] = Depends(principals_f
 
 
 @router.get("/index/jobs/{job_id}", response_model=JobResultOut)
-def index_job(job_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
-    job = _readable(request.app.state.sunlib.jobs.get(job_id), principals, "rebuild", "embed")
-    return {**job.view(), "result": job.result}
+def index_job(job_id: str, request: Request, reader: Reader = Depends(reader_of)) -> dict[str, Any]:
+    """The job and its report, cut to the notes you may see (server/views.py)."""
+    lib = request.app.state.sunlib.library
+    job = _readable(request.app.state.sunlib.jobs.get(job_id), reader, "rebuild", "embed")
+    return {**job_view(job, reader, lib), "result": rebuild_report(job.result, reader, lib)}
 
 
 BUNDLED_QA = ("sample_vault", "sample_vault_calibration")
 
 
-def _qa_path(name: str, vault: Path) -> Path:
-    """A bundled QA set by name, or a .jsonl file inside the vault (never elsewhere on the server)."""
+def _qa_path(name: str, vault: Path) -> tuple[Path, str]:
+    """A bundled QA set by name, or a .jsonl file inside the vault (never elsewhere on the server),
+    with the name errors give it (the set's name, or its vault-relative path)."""
     if name in BUNDLED_QA:
-        return Path(str(resources.files("sunlib") / "qa" / f"{name}.jsonl"))
+        return Path(str(resources.files("sunlib") / "qa" / f"{name}.jsonl")), name
     try:
         path = (vault / name).resolve()
         usable = path.suffix == ".jsonl" and path.is_relative_to(vault.resolve()) and path.is_file()
@@ -80,7 +90,7 @@ def _qa_path(name: str, vault: Path) -> Path:
         raise ApiError(
             400, "bad_request", f"unknown QA set {name!r}: use {' or '.join(BUNDLED_QA)}, or a .jsonl file in the vault"
         )
-    return path
+    return path, path.relative_to(vault.resolve()).as_posix()
 
 
 @router.post("/benchmarks/rag/runs", status_code=202, response_model=RagRunStartedOut)
@@ -90,7 +100,7 @@ def start_rag_run(
     """Queue `eval rag` on a QA set; progress streams from .../events; the report has every case
     and total_cases / successful_cases / failed_cases / failure_rate."""
     state = request.app.state.sunlib
-    cases = load_qa(_qa_path(body.qa_set, state.library.vault))[: body.limit]
+    cases = load_qa(*_qa_path(body.qa_set, state.library.vault))[: body.limit]
     lib: Library = state.library
 
     def work(job: Job) -> dict[str, Any]:
@@ -99,7 +109,7 @@ def start_rag_run(
             try:
                 rows.append(run_case(lib, case, principals))
             except Exception as exc:  # one bad case does not end the run
-                failed.append({"id": case.id, "error": f"{type(exc).__name__}: {exc}"})
+                failed.append({"id": case.id, "error": scrub(f"{type(exc).__name__}: {exc}", lib)})
             state.jobs.progress(job, "questions", i, len(cases))
         eval_id = keep_benchmark(lib, rows, principals, body.qa_set) if rows else None  # `sunlib eval history`
         return {
@@ -118,23 +128,24 @@ def start_rag_run(
 
 
 @router.get("/benchmarks/rag/runs/{run_id}", response_model=RagRunOut)
-def rag_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
-    job = _readable(request.app.state.sunlib.jobs.get(run_id), principals, "rag_benchmark")
-    return {**job.view(), "run_id": job.job_id, "report": job.result}
+def rag_run(run_id: str, request: Request, reader: Reader = Depends(reader_of)) -> dict[str, Any]:
+    lib = request.app.state.sunlib.library
+    job = _readable(request.app.state.sunlib.jobs.get(run_id), reader, "rag_benchmark")
+    return {**job_view(job, reader, lib), "run_id": job.job_id, "report": job.result}
 
 
 @router.get("/benchmarks/rag/runs/{run_id}/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
-async def rag_run_events(
-    run_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)
-) -> EventSourceResponse:
+async def rag_run_events(run_id: str, request: Request, reader: Reader = Depends(reader_of)) -> EventSourceResponse:
     """SSE: queued, running, progress..., then done (with the report) or failed."""
-    job = _readable(request.app.state.sunlib.jobs.get(run_id), principals, "rag_benchmark")
+    lib = request.app.state.sunlib.library
+    job = _readable(request.app.state.sunlib.jobs.get(run_id), reader, "rag_benchmark")
 
     async def events() -> AsyncIterator[dict[str, str]]:
         sent = 0
         while True:
-            for seq, event in job.events_after(sent):
+            for seq, recorded in job.events_after(sent):
                 sent = seq
+                event = {"event": recorded["event"], **job_view(job, reader, lib, recorded)}
                 data = {**event, "report": job.result} if event["event"] == "done" else event
                 yield {"event": event["event"], "data": json.dumps(data, ensure_ascii=False)}
                 if event["event"] in ("done", "failed"):

@@ -237,8 +237,8 @@ class RunOut(RunSummaryOut):
 
 class ProgressOut(Out):
     phase: str
-    done: int
-    total: int
+    done: int | None = Field(description="null for an index job read by a non-admin (it counts hidden notes)")
+    total: int | None
 
 
 class JobOut(Out):
@@ -269,9 +269,9 @@ class SpaceOut(Out):
 
 
 class IndexStatusOut(Out):
-    vault: str
-    index: str
-    counts: dict[str, int]
+    vault: str | None = Field(description="the vault's absolute path: for admins only (null otherwise)")
+    index: str | None = Field(description="the index file's absolute path: for admins only (null otherwise)")
+    counts: dict[str, int] = Field(description="notes and chunks you may see (admins: every count)")
     chunker: str | None
     active_space: str
     vectors_pending: int
@@ -281,7 +281,7 @@ class IndexStatusOut(Out):
     calibration: dict[str, Any] | None = Field(
         None, description="the learned gate's threshold here: state, threshold, source, the stored self-calibration"
     )
-    jobs: list[JobOut]
+    jobs: list[JobOut] = Field(description="recent rebuilds you may read (admins: everyone's)")
 
 
 class RagRunStartedOut(JobOut):

@@ -310,7 +310,8 @@ class LexicalIndex(Protocol):
     """BM25 over the visible chunks."""
 
     def bm25(self, match: str, visibility: Visibility, limit: int) -> list[tuple[str, float]]:
-        """(chunk_id, score) best first, higher is better; ``match`` is an FTS query (text.fts_query)."""
+        """(chunk_id, score) best first, higher is better; ``match`` is an FTS query (text.fts_query).
+        A score depends only on chunks ``visibility.principals`` may see (its statistics are theirs)."""
         ...
 
     def doc_freqs(self, terms: Sequence[str], visibility: Visibility) -> tuple[int, dict[str, int]]:
