@@ -603,7 +603,8 @@ def test_rag_benchmark_run_streams_progress_and_report(api: Api) -> None:
     got = api.get(f"/api/benchmarks/rag/runs/{run_id}")
     assert got.status_code == 200
     assert got.json()["status"] == "done" and got.json()["report"] == report
-    assert api.get("/api/runs").json()["runs"] == []  # benchmark questions are not saved as runs
+    saved = {r["run_id"] for r in api.get("/api/runs").json()["runs"]}  # each question's run chain, for the report
+    assert saved == {c["run_id"] for c in report["cases"]} and len(saved) == 5
     assert_error(api.get("/api/benchmarks/rag/runs/bench_nope"), 404, "not_found")
     assert_error(api.get("/api/benchmarks/rag/runs/bench_nope/events"), 404, "not_found")
 

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from clients import sunlib
+from clients import Api, sunlib
 from llm_server import ChatServer, user_message
 from llm_server import start as start_chat_server
+from sse import sse
 from sunlib import Library
 from sunlib.config import LLMSettings
 from sunlib.evaluate import regressions
@@ -31,6 +32,7 @@ from sunlib.evaluate.history import save_eval
 from sunlib.evaluate.report import EvalRun
 from sunlib.library import DB_NAME
 from sunlib.providers.chat.openai import OpenAIChatModel
+from sunlib.server import create_app
 from test_eval import write_beir
 from test_eval_rag import HASH_TOML, TINY, write_jsonl
 
@@ -288,3 +290,29 @@ def test_an_evaluation_obeys_the_runs_acl_rule(runs: Runs) -> None:
         assert r.returncode == 1 and "no evaluation" in r.stderr and "Traceback" not in r.stderr
     r = sunlib("eval", "compare", secret, first, "--vault", str(runs.vault), "--as", "ops", "--json")
     assert r.returncode == 0, r.stderr
+
+
+def test_a_benchmark_run_over_the_api_is_judged_saved_and_linked(runs: Runs) -> None:
+    """What the Evaluate page starts: judged scores with the server's [llm] model, the evaluation
+    kept with its grader, each question's run chain saved, and no server path in what comes back."""
+    runs.server.grader.reply = grading_reply(accurate=True)
+    write_jsonl(runs.vault / "qa-api.jsonl", QA)  # a QA set the API may use lies inside the vault
+    llm = {"base_url": runs.server.base_url, "model": "grader-x", "timeout_s": 5, "max_retries": 1}
+    with Library.open(runs.vault, llm=llm) as lib:
+        app = create_app(lib)
+        app.state.sunlib.jobs.start()
+        try:
+            api = Api(app)
+            r = api.post("/api/benchmarks/rag/runs", json={"qa_set": "qa-api.jsonl", "judge": True})
+            assert r.status_code == 202, r.text
+            done = sse(api.get(r.json()["events"]).text)[-1]
+            assert done[0] == "done", done
+        finally:
+            app.state.sunlib.jobs.close()
+        report = done[1]["report"]
+        assert report["metrics"]["judge_relevance"] is not None and report["metrics"]["judge_unjudged"] == 1
+        saved = api.get(f"/api/evals/{report['eval_id']}").json()
+        assert saved["info"]["grader"] == {"model": "grader-x", "rubric": RUBRIC_VERSION}
+        assert str(runs.vault) not in json.dumps(saved)
+        for case in report["cases"]:
+            assert api.get(f"/api/runs/{case['run_id']}").status_code == 200

@@ -16,8 +16,6 @@ import json
 import os
 import shutil
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -27,11 +25,10 @@ import anyio
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from clients import Api, sunlib
+from clients import Api, Served, sunlib
 from conftest import SAMPLE_VAULT
 from sunlib import Library
 from sunlib.cli.mcp import stdio_principals
@@ -197,27 +194,6 @@ def test_stdio_bad_arguments_are_tool_errors(stdio: dict[str, Any]) -> None:
 
 
 # -- streamable HTTP -----------------------------------------------------------------------------
-
-
-class Served:
-    """``create_app`` on uvicorn at 127.0.0.1 and a free port, with its lifespan."""
-
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline and self.thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.02)
-        return f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..library import Library
 from ..store.protocols import DocumentStore, RunRecord, RunSummary
+from .grading import AnswerGrader
 from .qa import run_info, slice_metrics, summarize
 from .report import EvalRun, changes
 
@@ -52,9 +53,15 @@ def load_eval(store: DocumentStore, run_id: str, principals: Sequence[str]) -> E
     return EvalRun.from_json(record.frame)
 
 
-def keep_benchmark(lib: Library, rows: Sequence[dict[str, Any]], principals: Sequence[str], name: str) -> str:
+def keep_benchmark(
+    lib: Library,
+    rows: Sequence[dict[str, Any]],
+    principals: Sequence[str],
+    name: str,
+    grader: AnswerGrader | None = None,
+) -> str:
     """Save the questions a benchmark job ran (``run_case`` records) as one evaluation; returns its id."""
-    run = EvalRun(summarize(rows), slice_metrics(rows), run_info(lib, rows), list(rows))
+    run = EvalRun(summarize(rows), slice_metrics(rows), run_info(lib, rows, grader), list(rows))
     return save_eval(lib.store, run, name, principals)
 
 

@@ -318,9 +318,10 @@ def slice_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def run_info(lib: Library, rows: Sequence[dict[str, Any]], grader: AnswerGrader | None = None) -> dict[str, Any]:
-    """The settings an evaluation ran with (the report's "Settings")."""
+    """The settings an evaluation ran with (the report's "Settings"). The vault is named by its
+    folder only: a saved evaluation is read over HTTP too, where server paths are not shown."""
     return {
-        "vault": str(lib.vault),
+        "vault": lib.vault.name,
         "writer": lib.asker.writer.name,
         "judge": lib.asker.judge.model if lib.asker.judge is not None else "off",
         "reranker": lib.settings.answer.reranker,

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sse_starlette.sse import EventSourceResponse
 
+from ..evaluate.grading import create_grader
 from ..evaluate.history import keep_benchmark
 from ..evaluate.qa import load_qa, run_case, summarize
 from ..library import Library
@@ -103,15 +104,17 @@ def start_rag_run(
     cases = load_qa(*_qa_path(body.qa_set, state.library.vault))[: body.limit]
     lib: Library = state.library
 
+    grader = create_grader(lib.settings.answer.judge_provider, lib.settings.llm) if body.judge else None
+
     def work(job: Job) -> dict[str, Any]:
         rows, failed = [], []
         for i, case in enumerate(cases, 1):
-            try:
-                rows.append(run_case(lib, case, principals))
+            try:  # each question's run is saved: the report links to its run chain
+                rows.append(run_case(lib, case, principals, grader, save=True))
             except Exception as exc:  # one bad case does not end the run
                 failed.append({"id": case.id, "error": scrub(f"{type(exc).__name__}: {exc}", lib)})
             state.jobs.progress(job, "questions", i, len(cases))
-        eval_id = keep_benchmark(lib, rows, principals, body.qa_set) if rows else None  # `sunlib eval history`
+        eval_id = keep_benchmark(lib, rows, principals, body.qa_set, grader) if rows else None  # `sunlib eval history`
         return {
             "eval_id": eval_id,
             "total_cases": len(cases),

@@ -67,6 +67,11 @@ class RagRunBody(BaseModel):
         description="a bundled QA set (sample_vault, sample_vault_calibration) or a .jsonl path in the vault",
     )
     limit: int | None = Field(None, ge=1, le=10_000)
+    judge: bool = Field(
+        False,
+        description="also score each answer 1-5 (relevance, completeness, accuracy) with the server's [llm] chat "
+        "model, as `sunlib eval rag --judge` does",
+    )
 
 
 # -- responses -------------------------------------------------------------------------------

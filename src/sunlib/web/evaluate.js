@@ -125,7 +125,7 @@
     status.textContent = "Starting…";
     try {
       const limit = parseInt($("#eval-limit").value, 10);
-      const body = { qa_set: $("#eval-qa").value, ...(limit > 0 ? { limit } : {}) };
+      const body = { qa_set: $("#eval-qa").value, judge: $("#eval-judge").checked, ...(limit > 0 ? { limit } : {}) };
       const job = await api("/api/benchmarks/rag/runs", { method: "POST", body });
       const end = await follow(job.events);
       if (!end) status.textContent = "The event stream ended early.";
