@@ -28,6 +28,12 @@ NOTES = {
     "lighthouse.md": "# Lighthouse\n\nA lighthouse guides ships at night past the rocks.\n",
     "garden.md": "# Garden\n\nThe gardener waters the roses and keeps a log of the rain.\n",
     "ops.md": "---\nacl: [ops]\n---\n# Ops log\n\nThe lighthouse keeper keeps the ops tide log for the ops team.\n",
+    # notes without the query's words: BM25 counts among the chunks the caller may see, and with
+    # five of them a word in three would weigh nothing (FTS5's idf floor)
+    "bakery.md": "# Bakery\n\nThe baker bakes bread and buns before dawn.\n",
+    "orchard.md": "# Orchard\n\nApples and pears ripen in the orchard in autumn.\n",
+    "station.md": "# Station\n\nTrains leave the station every hour on weekdays.\n",
+    "library.md": "# Library\n\nBooks are lent for three weeks and can be renewed twice.\n",
 }
 
 

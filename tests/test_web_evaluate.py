@@ -76,10 +76,13 @@ def run_from_page(page: Any, limit: str) -> str:
     page.select_option("#eval-qa", "evals/tiny.jsonl")
     page.fill("#eval-limit", limit)
     page.click("#eval-start")
-    page.wait_for_function("document.querySelector('#eval-status').textContent.startsWith('Done')")
+    # the first question loads the models: allow for a busy machine
+    page.wait_for_function("document.querySelector('#eval-status').textContent.startsWith('Done')", timeout=180_000)
     status = page.inner_text("#eval-status")
     found = re.search(r"saved as (eval-[0-9a-f]{12})", status)
     assert found is not None, status
+    # the saved list is reloaded right after the status says Done
+    page.wait_for_selector(f"#eval-list tbody tr[data-eval='{found.group(1)}']", state="attached")
     return found.group(1)
 
 
