@@ -101,9 +101,10 @@ def test_serve_starts_with_a_hostile_note_and_a_busy_port_is_one_line(hash_vault
         assert _lines(second.stderr) == [f"error: cannot listen on 127.0.0.1:{port}: Address already in use"]
         assert second.stdout == ""
     finally:
-        first.send_signal(signal.SIGTERM)
+        first.send_signal(signal.SIGINT)  # Ctrl-C: a normal stop, not an interrupted command
         _, err = first.communicate(timeout=30)
     assert "failed: deep.md: YAML frontmatter too large: nested deeper than 32 levels" in err
+    assert first.returncode == 0 and _lines(err)[-1] == "sunlib stopped" and "interrupted" not in err, err
 
 
 @pytest.mark.parametrize("as_json", [False, True])

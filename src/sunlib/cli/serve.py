@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 from pathlib import Path
@@ -55,7 +56,9 @@ def serve(
         url = f"http://{'127.0.0.1' if s.host in ('0.0.0.0', '::') else s.host}:{s.port}/"
         err.print(f"sunlib serving {lib.vault} at {url}  (API docs: {url}docs; Ctrl-C to stop)")
         server_config = uvicorn.Config(create_app(lib, watch=watch), host=s.host, port=s.port, log_level="warning")
-        uvicorn.Server(server_config).run(sockets=[sock])
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it stopped on: a normal stop
+            uvicorn.Server(server_config).run(sockets=[sock])
+        err.print("sunlib stopped")
 
 
 def _bind(host: str, port: int) -> socket.socket:
