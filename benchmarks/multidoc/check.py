@@ -10,8 +10,9 @@ across both files; every gold file exists under the vault root; every gold phras
 exact substring of at least one gold file; every part names an existing file and a phrase
 that is an exact substring of that file (or both null, for an uncovered part); follow-ups
 point at an earlier id in the same file; per-type rules (unanswerable questions have at
-least one uncovered and one covered part, other non-follow-up questions cite two or more
-files). Prints the counts per vault, type and language and exits with 1 on any failure.
+least one uncovered and one covered part, every non-follow-up question cites two or more
+files; a follow-up needs at least one), and the minimum size of each set (24 and
+16). Prints the counts per vault, type and language and exits with 1 on any failure.
 """
 import json
 import sys
@@ -27,6 +28,8 @@ REQUIRED = ["id", "lang", "type", "question", "gold_files", "gold_phrases", "par
 def check_set(jsonl: Path, root: Path, seen_ids: set, errors: list) -> Counter:
     counts = Counter()
     order = []
+    types, followed = {}, set()
+    followers = set()
     cache = {}
 
     def text(rel):
@@ -85,6 +88,7 @@ def check_set(jsonl: Path, root: Path, seen_ids: set, errors: list) -> Counter:
                 errors.append(f"{where}: part phrase not in {gf}: {gp!r}")
         if q["type"] == "follow_up":
             if "follows" in q:
+                followers.add(qid)
                 if q["follows"] not in order:
                     errors.append(f"{where}: follows {q['follows']!r}, not an earlier id")
         elif "follows" in q:
@@ -94,15 +98,22 @@ def check_set(jsonl: Path, root: Path, seen_ids: set, errors: list) -> Counter:
                 errors.append(f"{where}: unanswerable needs a covered and an uncovered part")
         elif uncovered:
             errors.append(f"{where}: uncovered part in an answerable question")
-        if q["type"] in {"comparison", "cross_doc", "multi_part"} and len(set(gold)) < 2:
+        if q["type"] != "follow_up" and len(set(gold)) < 2:
             errors.append(f"{where}: needs two or more gold files")
+        if q["type"] == "follow_up" and not gold:
+            errors.append(f"{where}: follow-up without a gold file")
         if q["type"] == "multi_part" and not 2 <= len(q["parts"]) <= 4:
             errors.append(f"{where}: multi_part needs 2-4 parts")
         if not q["parts"]:
             errors.append(f"{where}: no parts")
         order.append(qid)
+        types[qid] = q["type"]
+        if "follows" in q:
+            followed.add(q["follows"])
         counts[(q["type"], q["lang"])] += 1
-    # a first question of a pair must be followed by something
+    for qid, t in types.items():
+        if t == "follow_up" and qid not in followed and qid not in followers:
+            errors.append(f"{jsonl.name} ({qid}): follow_up that neither follows nor is followed")
     return counts
 
 
@@ -110,14 +121,17 @@ def main(argv):
     if len(argv) != 3:
         print(__doc__)
         return 2
-    sets = [(HERE / "sample_vault.jsonl", Path(argv[1])), (HERE / "fastapi_docs.jsonl", Path(argv[2]))]
+    sets = [(HERE / "sample_vault.jsonl", Path(argv[1]), 24),
+            (HERE / "fastapi_docs.jsonl", Path(argv[2]), 16)]
     errors, seen = [], set()
-    for jsonl, root in sets:
+    for jsonl, root, minimum in sets:
         if not root.is_dir():
             errors.append(f"vault root not found: {root}")
             continue
         counts = check_set(jsonl, root, seen, errors)
         total = sum(counts.values())
+        if total < minimum:
+            errors.append(f"{jsonl.name}: {total} questions, fewer than {minimum}")
         print(f"{jsonl.name}: {total} questions")
         for t in sorted(TYPES):
             row = {lang: counts[(t, lang)] for lang in sorted(LANGS)}
