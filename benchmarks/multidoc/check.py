@@ -14,6 +14,7 @@ least one uncovered and one covered part, every non-follow-up question cites two
 files; a follow-up needs at least one), and the minimum size of each set (24 and
 16). Prints the counts per vault, type and language and exits with 1 on any failure.
 """
+
 import json
 import sys
 from collections import Counter
@@ -121,8 +122,7 @@ def main(argv):
     if len(argv) != 3:
         print(__doc__)
         return 2
-    sets = [(HERE / "sample_vault.jsonl", Path(argv[1]), 24),
-            (HERE / "fastapi_docs.jsonl", Path(argv[2]), 16)]
+    sets = [(HERE / "sample_vault.jsonl", Path(argv[1]), 24), (HERE / "fastapi_docs.jsonl", Path(argv[2]), 16)]
     errors, seen = [], set()
     for jsonl, root, minimum in sets:
         if not root.is_dir():
@@ -136,8 +136,10 @@ def main(argv):
         for t in sorted(TYPES):
             row = {lang: counts[(t, lang)] for lang in sorted(LANGS)}
             print(f"  {t:13s} " + "  ".join(f"{k}={v}" for k, v in row.items()))
-        print("  total        " + "  ".join(
-            f"{lang}={sum(v for (t, l), v in counts.items() if l == lang)}" for lang in sorted(LANGS)))
+        print(
+            "  total        "
+            + "  ".join(f"{lang}={sum(v for (_t, lg), v in counts.items() if lg == lang)}" for lang in sorted(LANGS))
+        )
     for e in errors:
         print("FAIL", e)
     print("OK" if not errors else f"{len(errors)} failure(s)")
