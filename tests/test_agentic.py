@@ -4,11 +4,14 @@ the nested trace, and the single-shot default left as it was."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from clients import Api
+from clients import Api, sunlib
+from sse import sse
 from sunlib import Library
 from sunlib.answer.agentic import TRANSITIONS
 from sunlib.answer.decompose import analyze, decompose
@@ -200,5 +203,26 @@ def test_the_api_takes_an_agentic_field(hash_library: Library) -> None:
     assert Step.AGENT in names_ and names_.count(Step.ROUND) == 2
     single = api.post("/api/ask", json={"question": COMPARISON})
     assert Step.AGENT not in [s["name"] for s in single.json()["trace"]["steps"]]
+    stream = api.post("/api/ask/stream", json={"question": COMPARISON, "agentic": True})
+    events = sse(stream.text)
+    rounds = [data for event, data in events if event == "step" and data["name"] == Step.ROUND]
+    assert [r["iteration"] for r in rounds] == [1, 2] and events[-1][0] == "finish"
     bad = api.post("/api/ask", json={"question": COMPARISON, "agentic": "very"})
     assert bad.status_code == 422 and {"error", "message"} <= set(bad.json())
+
+
+def test_the_cli_takes_agentic(hash_vault: Path, tmp_path: Path) -> None:
+    config = tmp_path / "sunlib.toml"
+    config.write_text(
+        '[embedding]\nprovider = "hash"\n[answer]\ngate_threshold = 0.0\ngate_threshold_bm25 = 0.0\n'
+        "answerable_threshold = 0.0\n",
+        encoding="utf-8",
+    )
+    common = ("--vault", str(hash_vault), "--config", str(config), "--json", "--explain", "--no-save")
+    r = sunlib("ask", COMPARISON, "--agentic", *common)
+    assert r.returncode == 0, r.stderr
+    steps = [s["name"] for s in json.loads(r.stdout)["trace"]["steps"]]
+    assert Step.AGENT in steps and steps.count(Step.ROUND) == 2
+    r = sunlib("ask", COMPARISON, "--single", *common)
+    assert r.returncode == 0, r.stderr
+    assert Step.AGENT not in [s["name"] for s in json.loads(r.stdout)["trace"]["steps"]]
