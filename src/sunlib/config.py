@@ -196,6 +196,14 @@ class AnswerSettings(BaseModel):
     context_max_tokens: int = Field(2500, ge=100)
     max_sentences: int = Field(4, ge=1, le=20)  # extractive writer
     save_runs: bool = True
+    # Agentic answering (answer/agentic.py): "single" asks in one shot; "agentic" runs every question
+    # through the loop (decompose, retrieve and select per sub-question, follow up on gaps, write,
+    # verify, fall back part by part); "auto" runs only comparisons and multi-part questions through it.
+    mode: Literal["single", "agentic", "auto"] = "single"
+    agentic_rounds: int = Field(3, ge=1, le=10)  # retrieval rounds per sub-question, the first included
+    agentic_parts: int = Field(4, ge=1, le=8)  # sub-questions
+    agentic_retrievals: int = Field(10, ge=1, le=50)  # retrievals in one run
+    agentic_seconds: float = Field(30.0, gt=0.0, le=600.0)  # the loop's time budget
 
 
 class LLMSettings(BaseModel):

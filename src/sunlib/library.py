@@ -301,10 +301,12 @@ class Library:
         on_token: Callable[[str], None] | None = None,
         save: bool | None = None,
         history: Sequence[Turn] = (),
+        agentic: bool | None = None,
     ) -> AskResult:
         """A cited answer or a refusal with its reason; the run is saved in the index. ``history``:
-        the conversation's earlier turns (an obvious follow-up is asked standalone)."""
-        return self.asker.ask(question, filters, principals, listener, on_token, save, history)
+        the conversation's earlier turns (an obvious follow-up is asked standalone). ``agentic``:
+        True/False forces the agentic loop or the single shot; None follows ``[answer] mode``."""
+        return self.asker.ask(question, filters, principals, listener, on_token, save, history, agentic)
 
     def calibrate(
         self,

@@ -33,6 +33,8 @@ class Step(StrEnum):
     VERIFY = "Citation Verifier"
     SUMMARY = "Run Summary"
     ROUND = "Round"
+    AGENT = "Agentic Loop"
+    PLAN = "Question Plan"
 
 
 ASK_STEPS: tuple[Step, ...] = (
@@ -137,6 +139,18 @@ _INFO = (
         ("total_ms", "tokens_in", "tokens_out", "retrieved", "selected", "citations", "unsupported"),
     ),
     StepInfo(Step.ROUND, "round", "one round of a multi-round run", ("iteration", "question")),
+    StepInfo(
+        Step.AGENT,
+        "agent",
+        "the agentic loop: its sub-questions, every transition with its reason, the cap that stopped it",
+        ("kind", "rule", "stopped_by", "retrievals", "sub_questions", "transitions", "caps"),
+    ),
+    StepInfo(
+        Step.PLAN,
+        "plan",
+        "the question's language, type and terms, and its sub-questions (offline rules)",
+        ("kind", "rule", "sub_questions", "dropped_by_cap", "language", "terms"),
+    ),
 )
 INFO: dict[Step, StepInfo] = {i.step: i for i in _INFO}
 

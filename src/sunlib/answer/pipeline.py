@@ -37,8 +37,10 @@ from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
 from ..store import RunRecord, Store, Visibility
 from ..trace import Listener, Tracer
+from .agentic import AgenticLoop, AgenticOutcome, wants_loop
 from .citations import Verification, source_cards
 from .conversation import follow_up
+from .decompose import Analysis, analyze
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage, create_judge
 from .refusals import joined, refusal
@@ -92,15 +94,33 @@ class Asker:
         self.reranker = reranker
         self.router = router
         self.judge = judge
-        self.stages: tuple[Stage[Any, Any] | Round, ...] = (
+        route_stage, retrieve_stage, rerank_stage = (
             RouteStage(router),
             RetrieveStage(settings, retrieve, store),
             RerankStage(reranker),
-            SelectStage(settings, store, profile_for(settings.embedding.provider), space_name, sentence_model),
+        )
+        select_stage = SelectStage(
+            settings, store, profile_for(settings.embedding.provider), space_name, sentence_model
+        )
+        context_stage, write_stage, verify_stage = (
             ContextStage(settings, store),
-            JudgeStage(judge, judge_off),
             WriteStage(settings, writer),
             VerifyStage(),
+        )
+        self.stages: tuple[Stage[Any, Any] | Round, ...] = (
+            route_stage,
+            retrieve_stage,
+            rerank_stage,
+            select_stage,
+            context_stage,
+            JudgeStage(judge, judge_off),
+            write_stage,
+            verify_stage,
+        )
+        # the agentic loop reuses the same stage objects (answer/agentic.py)
+        self.route_stage = route_stage
+        self.loop = AgenticLoop(
+            settings.answer, retrieve_stage, rerank_stage, select_stage, context_stage, write_stage, verify_stage
         )
 
     def ask(
@@ -112,9 +132,12 @@ class Asker:
         on_token: Callable[[str], None] | None = None,
         save: bool | None = None,
         history: Sequence[Turn] = (),
+        agentic: bool | None = None,
     ) -> AskResult:
         """``history``: the conversation's earlier turns; an obvious follow-up is asked standalone
-        (``answer.conversation``) and the Route step records it. No history, no change."""
+        (``answer.conversation``) and the Route step records it. No history, no change.
+        ``agentic``: True runs the agentic loop, False the single shot, None what ``[answer] mode``
+        says (``auto``: the loop for comparisons and multi-part questions)."""
         question = question.strip()
         if not question:
             raise UserError("the question is empty")
@@ -126,6 +149,11 @@ class Asker:
         q = Question(text, language(question), filters, who, on_token, rewrite)
         tracer = Tracer("ask", listener)
         started = time.time()
+        mode = self.settings.answer.mode if agentic is None else ("agentic" if agentic else "single")
+        if mode != "single":
+            analysis = analyze(q.text)
+            if wants_loop(mode, analysis):
+                return self._ask_agentic(q, analysis, tracer, started, who, save)
         board: dict[str, Any] = {"question": q}
         run_stages(self.stages, board, tracer)
         route: RouteDecision = board["route"]
@@ -151,6 +179,55 @@ class Asker:
             tokens=tokens,
         )
         return AskResult(frame, trace, route, selection, verification)
+
+    def _ask_agentic(
+        self, q: Question, analysis: Analysis, tracer: Tracer, started: float, who: tuple[str, ...], save: bool | None
+    ) -> AskResult:
+        board: dict[str, Any] = {"question": q}
+        run_stages((self.route_stage,), board, tracer)
+        route: RouteDecision = board["route"]
+        outcome: AgenticOutcome | None = None
+        if route.route == "direct":
+            frame = AnswerFrame(q.text, direct_reply(q.text), (), (), False, None, 1.0, "direct")
+        else:
+            outcome = self.loop.run(q, tracer, analysis)
+            frame = self._agentic_frame(q, outcome)
+        draft = outcome.written.draft if outcome is not None and outcome.written is not None else None
+        tokens = (draft.tokens_in, draft.tokens_out) if draft is not None else (0, 0)
+        hits = outcome.hits if outcome is not None else 0
+        trace = self._finish(tracer, frame, who, started, save, retrieved=hits, tokens=tokens)
+        first = outcome.parts[0].selection if outcome is not None and outcome.parts else None
+        return AskResult(frame, trace, route, first, outcome.verification if outcome is not None else None)
+
+    def _agentic_frame(self, q: Question, o: AgenticOutcome) -> AnswerFrame:
+        """The covered parts answered; each uncovered part named with its reason; no part covered:
+        a refusal with a reason per part."""
+        sels = [p.selection for p in o.covered if p.selection is not None]
+        confidence = round(min((s.confidence for s in sels), default=0.0), 4)
+        level = min((s.level for s in sels), key=LEVELS.index, default="low")
+        checked, written, context = o.verification, o.written, o.context
+        if not sels or checked is None or written is None or written.draft is None or context is None:
+            return _agentic_refusal(q, o, confidence, level)
+        if checked.supported == 0:
+            code = refusal("unsupported_draft", gate_score=min(s.gate_score for s in sels))
+            return _agentic_refusal(q, o, confidence, level, (code,))
+        notes = {c.note_id: self.store.note_by_id(c.note_id) for c in checked.citations}
+        gaps = [NOT_COVERED[q.lang].format(part=p.part.text, reason=p.reason) for p in o.uncovered]
+        return AnswerFrame(
+            question=q.text,
+            answer="\n\n".join([written.draft.text, *gaps]),
+            evidence=context.evidence,
+            citations=checked.citations,
+            refused=False,
+            refusal_reason=None,
+            confidence=confidence,
+            route="rag",
+            confidence_level=level,
+            sources=source_cards(checked.citations, notes),
+            sentences=checked.sentences,
+            unsupported=checked.unsupported,
+            refusals=_part_refusals(o),
+        )
 
     def _known(self, who: tuple[str, ...], filters: SearchFilters | None) -> Callable[[Sequence[str]], bool]:
         """Does any of these terms occur in a chunk ``who`` may see (under ``filters``)?"""
@@ -244,6 +321,45 @@ class Asker:
                 )
             )
         return trace
+
+
+LEVELS = ("low", "caution", "high")
+NOT_COVERED = {
+    "en": "The notes do not cover this part: {part} ({reason}).",
+    "zh": "笔记没有涉及这一部分：{part}（{reason}）。",
+}
+
+
+def _part_refusals(o: AgenticOutcome) -> tuple[Refusal, ...]:
+    """One refusal per reason of each uncovered part, its message prefixed by the part."""
+    out: list[Refusal] = []
+    for p in o.uncovered:
+        found = p.selection.decision.refusals if p.selection is not None else ()
+        if not found:
+            found = (refusal("not_looked_up", cap=o.stopped_by or "a cap"),)
+        for r in found:
+            params = {**r.params, "part": p.part.index, "sub_question": p.part.text}
+            out.append(Refusal(r.code, params, f"{p.part.text} {r.message}"))
+    return tuple(out)
+
+
+def _agentic_refusal(
+    q: Question, o: AgenticOutcome, confidence: float, level: str, extra: Sequence[Refusal] = ()
+) -> AnswerFrame:
+    refusals = (*extra, *_part_refusals(o))
+    reason = joined(refusals) or "refused"
+    return AnswerFrame(
+        question=q.text,
+        answer=REFUSAL_TEXT[q.lang].format(reason=reason),
+        evidence=(),
+        citations=(),
+        refused=True,
+        refusal_reason=reason,
+        confidence=confidence,
+        route="rag",
+        confidence_level=level,
+        refusals=tuple(refusals),
+    )
 
 
 def _refusal(q: Question, refusals: Sequence[Refusal], sel: Selection) -> AnswerFrame:

@@ -15,6 +15,7 @@ always seen). The codes:
 ``llm_unanswerable`` the answerability judge (an LLM) found the evidence does not answer (reason, model)
 ``writer_failed``   the writer raised a provider error (error)
 ``unsupported_draft`` no sentence of the draft is supported by its citations (gate_score)
+``not_looked_up``   agentic mode: a cap (retrievals, time) ended the run before this part was retrieved (cap)
 ==================  ===================================================================
 """
 
@@ -69,6 +70,7 @@ _MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "unsupported_draft": lambda p: (
         f"no sentence of the draft is supported by the evidence (gate score {p['gate_score']:.3f}; 0 verified spans)"
     ),
+    "not_looked_up": lambda p: f"it was not looked up ({p['cap']})",
 }
 CODES: tuple[str, ...] = tuple(_MESSAGES)
 

@@ -50,6 +50,13 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="print the AnswerFrame and run_id as JSON")] = False,
     stream: Annotated[bool, typer.Option(help="print the answer as the writer produces it")] = True,
     save: Annotated[bool, typer.Option(help="save the run in the index (see `sunlib runs`)")] = True,
+    agentic: Annotated[
+        bool | None,
+        typer.Option(
+            "--agentic/--single",
+            help="the agentic loop (sub-questions, follow-up rounds) or one shot; default: [answer] mode",
+        ),
+    ] = None,
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
 ) -> None:
@@ -68,7 +75,8 @@ def ask(
             sys.stdout.flush()
 
         live = stream and not as_json and lib.asker.writer.is_llm
-        result = lib.ask(question, filters, principals_of(as_), on_token=on_token if live else None, save=save)
+        token = on_token if live else None
+        result = lib.ask(question, filters, principals_of(as_), on_token=token, save=save, agentic=agentic)
         if streamed:
             sys.stdout.write("\n\n")
     if as_json:

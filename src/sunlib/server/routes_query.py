@@ -46,7 +46,7 @@ def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(pr
     """The AnswerFrame (cited answer or refusal with its reason), its run_id and the run chain."""
     state = request.app.state.sunlib
     with state.asks.track():
-        result = state.library.ask(req.question, req.filters.contract(), principals)
+        result = state.library.ask(req.question, req.filters.contract(), principals, agentic=req.agentic)
     return {**frame_json(result), "trace": to_jsonable(result.trace)}
 
 
@@ -167,7 +167,9 @@ async def ask_stream(
     state = request.app.state.sunlib
 
     def run(listener: Listener, on_token: Callable[[str], None]) -> AskResult:
-        return state.library.ask(req.question, req.filters.contract(), principals, listener=listener, on_token=on_token)
+        return state.library.ask(
+            req.question, req.filters.contract(), principals, listener=listener, on_token=on_token, agentic=req.agentic
+        )
 
     async def events() -> AsyncIterator[dict[str, str]]:
         async with aclosing(streamed_ask(state, run)) as items:

@@ -57,6 +57,11 @@ class AskBody(BaseModel):
 
     question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     filters: Filters = Field(default_factory=Filters)
+    agentic: bool | None = Field(
+        None,
+        description="true: the agentic loop (sub-questions, follow-up rounds, part-by-part fallback); "
+        "false: one shot; null: as [answer] mode says",
+    )
 
 
 class RagRunBody(BaseModel):

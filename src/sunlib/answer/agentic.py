@@ -1,0 +1,373 @@
+"""The agentic answering loop: a state machine over the ask pipeline's own stages.
+
+    analyze -> decompose -> retrieve -> select -+-> follow_up -> retrieve   (a gap, rounds left)
+                                                +-> retrieve                (the next sub-question)
+                                                +-> synthesize -> verify -> done
+                                                                        +-> fallback (a part not covered)
+    any cap (rounds, retrievals, time) -> synthesize; no part covered -> fallback (refuse, a reason per part)
+
+Each state is a small stage object with a typed input and output. ``TRANSITIONS`` is the
+table: (state, event) -> next state. ``AgenticLoop.run`` walks it and records every
+transition (which state ran, the event, why, the next state) in the ``Agentic Loop``
+span; each retrieval round is a ``Round`` span nested under it (iteration 1, 2, ...)
+holding that round's retrieval, rerank and selection steps, so ``--explain``, the SSE
+stream and saved runs show the rounds under the question. Retrieval, reranking,
+selection (the gate's sufficiency judgement), the context builder, the writer and the
+citation verifier are the single-shot pipeline's own stage objects. Rules only
+(``answer/decompose.py``): no model is asked to plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import AnswerSettings
+from ..contracts import BuiltContext, Evidence, Hit
+from ..steps import Step
+from ..trace import StepRecorder, Tracer
+from .citations import Verification
+from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
+from .relevance import term_weights
+from .select import Selection
+from .stages import (
+    ContextStage,
+    Question,
+    RerankStage,
+    Retrieved,
+    RetrieveStage,
+    SelectStage,
+    VerifyStage,
+    WriteStage,
+    Written,
+    run_stages,
+)
+
+# (state, event) -> the next state
+TRANSITIONS: dict[tuple[str, str], str] = {
+    ("analyze", "analyzed"): "decompose",
+    ("decompose", "planned"): "retrieve",
+    ("retrieve", "retrieved"): "select",
+    ("retrieve", "cap"): "synthesize",
+    ("select", "covered"): "next",
+    ("select", "gap"): "follow_up",
+    ("follow_up", "query"): "retrieve",
+    ("follow_up", "exhausted"): "next",
+    ("follow_up", "cap"): "synthesize",
+    ("next", "part"): "retrieve",
+    ("next", "all_judged"): "synthesize",
+    ("synthesize", "written"): "verify",
+    ("synthesize", "nothing_covered"): "fallback",
+    ("verify", "verified"): "done",
+    ("verify", "partial"): "fallback",
+    ("fallback", "explained"): "done",
+}
+
+
+@dataclass(frozen=True)
+class Caps:
+    rounds: int  # retrieval rounds per sub-question, the first included
+    parts: int  # sub-questions
+    retrievals: int  # retrievals in the whole run
+    seconds: float  # the loop's time budget
+
+    @classmethod
+    def of(cls, s: AnswerSettings) -> Caps:
+        return cls(s.agentic_rounds, s.agentic_parts, s.agentic_retrievals, s.agentic_seconds)
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: str
+    event: str
+    next: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """One sub-question after the loop: its queries, its last selection and the verdict."""
+
+    part: SubQuestion
+    queries: tuple[str, ...]
+    selection: Selection | None  # None: never retrieved (a cap stopped the run first)
+    covered: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class AgenticOutcome:
+    analysis: Analysis
+    decomposition: Decomposition
+    parts: tuple[PartResult, ...]
+    context: BuiltContext | None
+    written: Written | None
+    verification: Verification | None
+    transitions: tuple[Transition, ...]
+    stopped_by: str | None  # the cap that ended the loop early, if one did
+    retrievals: int
+    hits: int
+
+    @property
+    def covered(self) -> tuple[PartResult, ...]:
+        return tuple(p for p in self.parts if p.covered)
+
+    @property
+    def uncovered(self) -> tuple[PartResult, ...]:
+        return tuple(p for p in self.parts if not p.covered)
+
+
+def wants_loop(mode: str, analysis: Analysis) -> bool:
+    """``agentic``: always; ``auto``: comparisons and multi-part questions; ``single``: never."""
+    return mode == "agentic" or (mode == "auto" and analysis.kind in ("comparison", "multi_part"))
+
+
+def follow_up_query(part: SubQuestion, sel: Selection, asked: tuple[str, ...]) -> str | None:
+    """A new query from the gap: the part's names, then the names and terms its evidence missed.
+    None when the gap names nothing new to look for."""
+    missing = [*sel.missing_names, *sel.missing_terms]
+    if not missing:
+        return None
+    query = " ".join(dict.fromkeys([*part.focus, *missing]))
+    return None if query in asked else query
+
+
+class _Run:
+    """The mutable state of one walk through the table (private to ``AgenticLoop.run``)."""
+
+    def __init__(self, q: Question, caps: Caps, tracer: Tracer) -> None:
+        self.q, self.caps, self.tracer = q, caps, tracer
+        self.started = time.perf_counter()
+        self.transitions: list[Transition] = []
+        self.results: list[PartResult] = []
+        self.retrievals = 0
+        self.hits = 0
+        self.iteration = 0
+        self.stopped_by: str | None = None
+
+    def move(self, state: str, event: str, reason: str) -> str:
+        nxt = TRANSITIONS[(state, event)]
+        self.transitions.append(Transition(state, event, nxt, reason))
+        return nxt
+
+    def cap_hit(self) -> str | None:
+        if self.retrievals >= self.caps.retrievals:
+            return f"retrievals cap ({self.caps.retrievals}) reached"
+        if time.perf_counter() - self.started >= self.caps.seconds:
+            return f"time budget ({self.caps.seconds:g} s) spent"
+        return None
+
+
+class AgenticLoop:
+    """The loop over the pipeline's stage objects (built once by ``Asker``)."""
+
+    def __init__(
+        self,
+        settings: AnswerSettings,
+        retrieve: RetrieveStage,
+        rerank: RerankStage,
+        select: SelectStage,
+        context: ContextStage,
+        write: WriteStage,
+        verify: VerifyStage,
+    ) -> None:
+        self.settings = settings
+        self.retrieve, self.rerank, self.select = retrieve, rerank, select
+        self.context, self.write, self.verify = context, write, verify
+
+    def run(self, q: Question, tracer: Tracer, analysis: Analysis | None = None) -> AgenticOutcome:
+        caps = Caps.of(self.settings)
+        analysis = analysis or analyze(q.text)
+        with tracer.step(Step.AGENT, f"{q.text[:80]!r}") as span:
+            run = _Run(q, caps, tracer)
+            plan = self._plan(q, analysis, caps, run)
+            for part in plan.parts:
+                if run.stopped_by is not None:
+                    run.results.append(PartResult(part, (), None, False, f"not retrieved: {run.stopped_by}"))
+                    continue
+                run.results.append(self._part(part, run))
+            outcome = self._finish(analysis, plan, run)
+            span.done(_summary(outcome), status="warning" if outcome.uncovered else "ok", **_details(outcome, caps))
+        return outcome
+
+    def _plan(self, q: Question, analysis: Analysis, caps: Caps, run: _Run) -> Decomposition:
+        with run.tracer.step(Step.PLAN, f"{q.text[:80]!r}") as step:
+            run.move("analyze", "analyzed", f"{analysis.kind} ({analysis.rule}), language {analysis.lang}")
+            plan = decompose(q.text, analysis, caps.parts)
+            dropped = f"; {plan.dropped} more left out by the sub-question cap ({caps.parts})" if plan.dropped else ""
+            run.move("decompose", "planned", f"{len(plan.parts)} sub-question(s) by rule {plan.rule}{dropped}")
+            step.done(
+                f"{analysis.kind}: {len(plan.parts)} sub-question(s)",
+                language=analysis.lang,
+                kind=analysis.kind,
+                kind_rule=analysis.rule,
+                terms=list(analysis.terms[:20]),
+                rule=plan.rule,
+                sub_questions=[p.text for p in plan.parts],
+                dropped_by_cap=plan.dropped,
+            )
+        return plan
+
+    def _part(self, part: SubQuestion, run: _Run) -> PartResult:
+        """Retrieve, select and follow up one sub-question until it is covered or its rounds end."""
+        asked: tuple[str, ...] = ()
+        hits: tuple[Hit, ...] = ()
+        sel: Selection | None = None
+        query: str | None = part.text
+        for n in range(1, run.caps.rounds + 1):
+            if query is None:
+                break
+            cap = run.cap_hit()
+            if cap is not None:
+                run.stopped_by = cap
+                run.move("follow_up" if sel is not None else "retrieve", "cap", cap)
+                break
+            asked += (query,)
+            hits, sel = self._round(part, query, n, hits, run)
+            if sel.passed:
+                run.move("select", "covered", f"part {part.index}: the gate passed (round {n})")
+                return PartResult(part, asked, sel, True, f"covered in round {n}")
+            run.move("select", "gap", f"part {part.index}: {sel.reason or 'refused'}")
+            query = follow_up_query(part, sel, asked) if n < run.caps.rounds else None
+            if query is not None:
+                run.move("follow_up", "query", f"part {part.index}: new query {query!r} from the missing terms")
+        if run.stopped_by is None:
+            why = "rounds cap reached" if len(asked) >= run.caps.rounds else "the gap names nothing new to look for"
+            run.move("follow_up", "exhausted", f"part {part.index}: {why}")
+        else:
+            why = run.stopped_by
+        reason = (sel.reason or "refused") if sel is not None else f"not retrieved: {why}"
+        return PartResult(part, asked, sel, False, reason)
+
+    def _round(
+        self, part: SubQuestion, query: str, n: int, earlier: tuple[Hit, ...], run: _Run
+    ) -> tuple[tuple[Hit, ...], Selection]:
+        """One retrieval round (a Round span): the query's hits joined to the part's earlier ones,
+        reranked and judged against the sub-question itself."""
+        run.iteration += 1
+        run.retrievals += 1
+        q = run.q
+        part_q = Question(part.text, q.lang, q.filters, q.principals)
+        with run.tracer.step(
+            Step.ROUND, f"part {part.index}, round {n}: {query[:80]!r}", iteration=run.iteration
+        ) as span:
+            board: dict[str, Any] = {"question": dataclasses.replace(part_q, text=query)}
+            run_stages((self.retrieve,), board, run.tracer)
+            found: Retrieved = board["retrieved"]
+            seen = {h.chunk_id for h in earlier}
+            hits = earlier + tuple(h for h in found.hits if h.chunk_id not in seen)
+            run.hits += len(found.hits)
+            joined = Retrieved(hits, term_weights(self.retrieve.store, part.text, q.principals))
+            board = {"question": part_q, "retrieved": joined}
+            run_stages((self.rerank, self.select), board, run.tracer)
+            sel: Selection = board["selection"]
+            run.move("retrieve", "retrieved", f"part {part.index}: {len(found.hits)} hits for {query!r}")
+            _round_done(span, part, query, n, run.iteration, len(found.hits), sel)
+        return hits, sel
+
+    def _finish(self, analysis: Analysis, plan: Decomposition, run: _Run) -> AgenticOutcome:
+        results = tuple(run.results)
+        covered = [r for r in results if r.covered and r.selection is not None]
+        if run.stopped_by is None:
+            run.move("next", "all_judged", f"{len(covered)} of {len(results)} part(s) covered")
+        context = written = checked = None
+        if not covered:
+            run.move("synthesize", "nothing_covered", "no sub-question has enough evidence")
+            run.move("fallback", "explained", "refused, with a reason per part")
+        else:
+            context, written = self._synthesize(covered, run)
+            if written is not None and written.draft is not None:
+                board: dict[str, Any] = {"context": context, "written": written}
+                run_stages((self.verify,), board, run.tracer)
+                checked = board["verification"]
+            if len(covered) < len(results):
+                run.move("verify", "partial", f"{len(results) - len(covered)} part(s) not covered")
+                run.move("fallback", "explained", "answered the covered parts; the others are named")
+            else:
+                run.move("verify", "verified", "every part covered")
+        return AgenticOutcome(
+            analysis,
+            plan,
+            results,
+            context,
+            written,
+            checked,
+            tuple(run.transitions),
+            run.stopped_by,
+            run.retrievals,
+            run.hits,
+        )
+
+    def _synthesize(self, covered: list[PartResult], run: _Run) -> tuple[BuiltContext, Written | None]:
+        """The writer per covered part over that part's context; the drafts joined part by part,
+        and one context holding the union of the evidence for the verifier."""
+        drafts: list[Written] = []
+        evidence: dict[str, Evidence] = {}
+        texts: list[str] = []
+        for result in covered:
+            assert result.selection is not None
+            part_q = Question(result.part.text, run.q.lang, run.q.filters, run.q.principals, run.q.on_token)
+            board: dict[str, Any] = {"question": part_q, "selection": result.selection, "retrieved": None}
+            board["retrieved"] = Retrieved((), term_weights(self.retrieve.store, result.part.text, run.q.principals))
+            run_stages((self.context, self.write), board, run.tracer)
+            ctx: BuiltContext = board["context"]
+            for e in ctx.evidence:
+                evidence.setdefault(e.chunk_id, e)
+            drafts.append(board["written"])
+            texts.append(ctx.text)
+        union = tuple(dataclasses.replace(e, source=i) for i, e in enumerate(evidence.values(), 1))
+        context = BuiltContext(union, "\n\n".join(texts), sum(e.end - e.start for e in union) // 4, "")
+        good = [w for w in drafts if w.draft is not None]
+        run.move("synthesize", "written", f"{len(good)} of {len(drafts)} part draft(s) written")
+        if not good:
+            return context, drafts[0]
+        first = good[0].draft
+        assert first is not None
+        text = "\n\n".join(w.draft.text.strip() for w in good if w.draft is not None)
+        tokens = (sum(w.draft.tokens_in for w in good if w.draft), sum(w.draft.tokens_out for w in good if w.draft))
+        draft = dataclasses.replace(first, text=text, tokens_in=tokens[0], tokens_out=tokens[1])
+        return context, Written(draft, None, good[0].confidence_note)
+
+
+def _round_done(span: StepRecorder, part: SubQuestion, query: str, n: int, it: int, found: int, sel: Selection) -> None:
+    span.done(
+        f"part {part.index} round {n}: " + ("covered" if sel.passed else f"gap: {sel.reason}"),
+        status="ok" if sel.passed else "warning",
+        iteration=it,
+        question=part.text,
+        sub_question=part.index,
+        part_round=n,
+        query=query,
+        hits=found,
+        verdict="covered" if sel.passed else "gap",
+        missing_terms=list(sel.missing_terms[:10]),
+        missing_names=list(sel.missing_names),
+    )
+
+
+def _summary(o: AgenticOutcome) -> str:
+    stop = f"; stopped: {o.stopped_by}" if o.stopped_by else ""
+    return f"{len(o.covered)} of {len(o.parts)} part(s) covered in {o.retrievals} retrieval(s){stop}"
+
+
+def _details(o: AgenticOutcome, caps: Caps) -> dict[str, Any]:
+    return {
+        "kind": o.analysis.kind,
+        "rule": o.decomposition.rule,
+        "sub_questions": [
+            {
+                "index": p.part.index,
+                "text": p.part.text,
+                "queries": list(p.queries),
+                "covered": p.covered,
+                "reason": p.reason,
+            }
+            for p in o.parts
+        ],
+        "transitions": [dataclasses.asdict(t) for t in o.transitions],
+        "stopped_by": o.stopped_by,
+        "caps": dataclasses.asdict(caps),
+        "retrievals": o.retrievals,
+    }
