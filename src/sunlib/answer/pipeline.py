@@ -346,7 +346,14 @@ def _part_refusals(o: AgenticOutcome) -> tuple[Refusal, ...]:
 def _agentic_refusal(
     q: Question, o: AgenticOutcome, confidence: float, level: str, extra: Sequence[Refusal] = ()
 ) -> AnswerFrame:
-    refusals = (*extra, *_part_refusals(o))
+    return _refused_frame(q, (*extra, *_part_refusals(o)), confidence, level)
+
+
+def _refusal(q: Question, refusals: Sequence[Refusal], sel: Selection) -> AnswerFrame:
+    return _refused_frame(q, refusals, round(sel.confidence, 4), sel.level)
+
+
+def _refused_frame(q: Question, refusals: Sequence[Refusal], confidence: float, level: str) -> AnswerFrame:
     reason = joined(refusals) or "refused"
     return AnswerFrame(
         question=q.text,
@@ -358,22 +365,6 @@ def _agentic_refusal(
         confidence=confidence,
         route="rag",
         confidence_level=level,
-        refusals=tuple(refusals),
-    )
-
-
-def _refusal(q: Question, refusals: Sequence[Refusal], sel: Selection) -> AnswerFrame:
-    reason = joined(refusals) or "refused"
-    return AnswerFrame(
-        question=q.text,
-        answer=REFUSAL_TEXT[q.lang].format(reason=reason),
-        evidence=(),
-        citations=(),
-        refused=True,
-        refusal_reason=reason,
-        confidence=round(sel.confidence, 4),
-        route="rag",
-        confidence_level=sel.level,
         refusals=tuple(refusals),
     )
 
