@@ -155,6 +155,7 @@ def migrate(conn: apsw.Connection) -> int:
             conn.execute(f"PRAGMA user_version={version}")
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if not conn.getautocommit():  # SQLite may have rolled back already (Ctrl-C, a full disk)
+            conn.execute("ROLLBACK")
         raise
     return SCHEMA_VERSION
