@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -23,9 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from docs_section import write_block  # benchmarks/docs_section.py
+
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- ask_latency:begin -->", "<!-- ask_latency:end -->"
 
 CHILD = r"""
 import json, sys, time
@@ -92,13 +91,7 @@ def main() -> None:
         ]
     )
     print(table)
-    text = DOC.read_text(encoding="utf-8")
-    block = f"{BEGIN}\n{table}\n{END}"
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.DOTALL)
-    else:
-        text += f"\n## Offline ask latency\n\nCommand: `python benchmarks/ask_latency.py`.\n\n{block}\n"
-    DOC.write_text(text, encoding="utf-8")
+    write_block("ask_latency", table, "Offline ask latency", "Command: `python benchmarks/ask_latency.py`.")
 
 
 if __name__ == "__main__":

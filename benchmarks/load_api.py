@@ -18,7 +18,7 @@ Clients are asyncio + httpx, one connection each, requests one after the other; 
 texts rotate through the questions of the bundled QA set. Latency is as the client
 sees it. The machine may be shared: compare the ratios of one run, not absolute
 figures across runs. Prints the tables and writes them into docs/benchmarks.md
-between ``<!-- load:start -->`` and ``<!-- load:end -->``.
+between ``<!-- load:begin -->`` and ``<!-- load:end -->``.
 
     python benchmarks/load_api.py                     # e5, 8 clients x 25 requests
     python benchmarks/load_api.py --provider hash     # quick look
@@ -53,13 +53,13 @@ from sunlib.steps import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from docs_section import write_block  # noqa: E402  (benchmarks/docs_section.py)
+
 from llm_server import ChatServer, start  # noqa: E402  (the tests' fake OpenAI-compatible server)
 
 DOC = ROOT / "docs" / "benchmarks.md"
 SAMPLE_VAULT = ROOT / "src" / "sunlib" / "sample_vault"
 QA_SET = ROOT / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
-START, END = "<!-- load:start -->", "<!-- load:end -->"
-HEADING = "## HTTP API under load"
 PATHS = {"search": "/api/search", "ask": "/api/ask"}
 ASK_QUESTION = "What is the SUNLIB_HOME environment variable used for?"
 WRITER_DELTAS = 40  # the fake LLM's answer: this many deltas, evenly spread over --writer-seconds
@@ -295,7 +295,6 @@ def row(name: str, endpoint: str, samples: list[Sample]) -> str:
 
 def render(info: dict[str, Any], phases: list[Phase], solo: list[Sample], during: list[Sample]) -> str:
     lines = [
-        START,
         f"Command: `{info['command']}` ({info['date']}, {info['machine']}).",
         "",
         f"Setup: {info['vault']} ({info['notes']} notes, {info['chunks']} chunks) indexed with `{info['provider']}`"
@@ -336,21 +335,8 @@ def render(info: dict[str, Any], phases: list[Phase], solo: list[Sample], during
         " clients gain at most the cores the machine leaves free (the capacity figure above), less the Python"
         " work between the GIL-free parts of a search (the query embedding, SQLite, numpy). Errors are requests"
         " that did not come back 200.",
-        END,
     ]
     return "\n".join(lines)
-
-
-def write_doc(section: str, path: Path) -> None:
-    """Replace what lies between the markers (inclusive); append the section when they are absent."""
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    if START in text and END in text and text.index(START) < text.index(END):
-        before, rest = text.split(START, 1)
-        after = rest.split(END, 1)[1]
-        text = before + section + after
-    else:
-        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n{section}\n"
-    path.write_text(text, encoding="utf-8")
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -429,7 +415,7 @@ def main() -> None:
         if any(kinds.values()):
             print(f"errors in {phase.name}: {kinds}")
     if not args.no_write:
-        write_doc(section, args.doc)
+        write_block("load", section, "HTTP API under load", doc=args.doc)
         print(f"wrote {args.doc}")
 
 

@@ -30,7 +30,6 @@ import argparse
 import contextlib
 import os
 import random
-import re
 import shutil
 import statistics
 import subprocess
@@ -41,9 +40,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
-BEGIN, END = "<!-- watch_latency:begin -->", "<!-- watch_latency:end -->"
 sys.path.insert(0, str(ROOT / "src"))
+
+from docs_section import write_block  # noqa: E402  (benchmarks/docs_section.py)
 
 from sunlib import Library  # noqa: E402
 from sunlib.ingest.ids import sha256_hex  # noqa: E402
@@ -243,16 +242,12 @@ def main() -> None:
         ]
     )
     print(table)
-    text = DOC.read_text(encoding="utf-8")
-    block = f"{BEGIN}\n{table}\n{END}"
-    if BEGIN in text:
-        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _: block, text, flags=re.DOTALL)
-    else:
-        text += (
-            "\n## Watch mode latency\n\nCommand: `OMP_NUM_THREADS=1 python benchmarks/watch_latency.py` "
-            f"(see its docstring for the method).\n\n{block}\n"
-        )
-    DOC.write_text(text, encoding="utf-8")
+    write_block(
+        "watch_latency",
+        table,
+        "Watch mode latency",
+        "Command: `OMP_NUM_THREADS=1 python benchmarks/watch_latency.py` (see its docstring for the method).",
+    )
 
 
 if __name__ == "__main__":
