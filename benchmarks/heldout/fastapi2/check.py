@@ -17,7 +17,7 @@ DATA = "/work/shared/data/fastapi_docs"
 
 KEYS = {"id", "lang", "type", "question", "gold_files", "gold_phrases", "answer"}
 LANGS = {"en", "zh"}
-ANSWERABLE_TYPES = {"fact", "how_to", "comparison", "list", "paraphrase", "cross_doc"}
+ANSWERABLE_TYPES = {"fact", "procedure", "comparison", "enumeration", "paraphrase", "cross_doc"}
 TYPES = ANSWERABLE_TYPES | {"unanswerable"}
 
 # file -> (docs folder, used list, total, answerable, unanswerable, native lang, cross-lingual answerable)
