@@ -289,6 +289,30 @@ def routes_for(settings: Settings, bilingual: bool) -> tuple[str, ...]:
     return routes
 
 
+_ANAPHOR_EN = re.compile(r"\b(?:it|its|it's|they|them|their|this|that|these|those)\b", re.I)
+_ANAPHOR_ZH = re.compile("它们|它|其|这个|那个|该")
+
+
+def resolved(parts: Sequence[SubQuestion]) -> tuple[SubQuestion, ...]:
+    """Later sub-questions that point back ("What is its default?", "它的导演是谁？") get what the
+    first one is about, in brackets, so that each can be retrieved and judged alone."""
+    if len(parts) < 2:
+        return tuple(parts)
+    first = parts[0]
+    titles = re.findall(r"《[^》]+》", first.text)
+    about = " ".join(first.focus) or " ".join(titles) or keyword_form(first.text) or ""
+    out = [first]
+    for p in parts[1:]:
+        zh = bool(_ANAPHOR_ZH.search(p.text)) and text_script(p.text) == "cjk"
+        if not about or p.focus or not (zh or _ANAPHOR_EN.search(p.text)):
+            out.append(p)
+            continue
+        body = p.text.rstrip("?？")
+        text = f"{body}（{about}）？" if zh else f"{body} ({about})?"
+        out.append(dataclasses.replace(p, text=text, focus=first.focus))
+    return tuple(out)
+
+
 def rule_plan(
     settings: Settings,
     decomposition: Decomposition,
@@ -307,6 +331,6 @@ def rule_plan(
             merged(caller, scope),
             scope,
         )
-        for p in decomposition.parts
+        for p in resolved(decomposition.parts)
     )
     return Plan(parts, "rules", decomposition.rule, decomposition.dropped)
