@@ -268,8 +268,10 @@ def strip_spans(text: str, spans: Sequence[str]) -> str:
     out = text
     for span in spans:
         out = out.replace(span, " ")
-    out = re.sub(r"\s+([?？,，.。])", r"\1", " ".join(out.split()))
-    return out.strip(" ,，") or text
+    out = re.sub(r"\s+([?？,，.。])", r"\1", " ".join(out.split())).strip(" ,，")
+    if not out:
+        return text
+    return out[:1].upper() + out[1:] if text[:1].isupper() else out
 
 
 def part_queries(text: str, scope: Scope, variant: bool) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..config import Settings
+from ..contracts import SearchFilters
 from ..errors import ProviderError, UnsupportedCapability
 from ..providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
 from ..steps import Step
@@ -173,7 +174,9 @@ def _part_details(p: PartPlan) -> dict[str, Any]:
         "queries": list(p.queries),
         "routes": list(p.routes),
         "k": p.k,
-        "filters": p.filters.describe() if p.filters is not None else {},
+        "filters": {
+            k: list(v) if isinstance(v, tuple) else v for k, v in (p.filters or SearchFilters()).describe().items()
+        },
         "script": p.scope.script,
         "heading": p.scope.heading,
     }
