@@ -151,14 +151,18 @@ def test_no_part_covered_is_refused_with_a_reason_per_part(hash_library: Library
 
 def test_follow_up_rounds_and_the_caps_stop_the_loop(hash_library: Library) -> None:
     lib = hash_library.with_settings(answer=OPEN)
-    # a gap: round 2 asks again with the missing names and terms, up to the rounds cap
+    # a gap: round 2 asks again with the missing names and terms; round 3 (the gap's query would
+    # be the same again) the plan's keyword form; then the rounds cap ends the part
     result = lib.ask(MISSING, save=False, agentic=True)
     rounds = _steps(result, Step.ROUND)
-    assert [r.details["part_round"] for r in rounds] == [1, 2]  # round 3 would ask the same again
+    assert [r.details["part_round"] for r in rounds] == [1, 2, 3]
     assert rounds[1].details["query"] != MISSING and "zorblax_mode" in rounds[1].details["query"]
+    assert rounds[2].details["query"] == "`zorblax_mode` option"
     (loop,) = _steps(result, Step.AGENT)
     reasons = [t["reason"] for t in loop.details["transitions"]]
-    assert "part 1: the gap names nothing new to look for" in reasons
+    assert "part 1: rounds cap reached" in reasons
+    assert any(r.endswith("from the plan (the next form of the question)") for r in reasons)
+    assert loop.details["caps_hit"] == ["rounds cap (3) for part(s) 1"]
     one_round = lib.with_settings(answer={**OPEN, "agentic_rounds": 1}).ask(MISSING, save=False, agentic=True)
     (loop,) = _steps(one_round, Step.AGENT)
     assert len(_steps(one_round, Step.ROUND)) == 1
@@ -190,7 +194,10 @@ def test_single_mode_is_the_single_shot_unchanged(hash_library: Library) -> None
     auto = lib.with_settings(answer={**OPEN, "mode": "auto"})
     # auto: a fact question takes the single shot, a comparison the loop
     fact = "How big are the windows of the fixed-window chunker?"
-    assert _plain(auto.ask(fact, save=False)) == _plain(lib.ask(fact, save=False))
+    frame, steps = _plain(auto.ask(fact, save=False))
+    # ... with the same frame and steps, and one skipped step first that says why
+    assert steps[0][:2] == (Step.AGENT, "skipped") and "auto: a fact question" in steps[0][3]
+    assert (frame, steps[1:]) == _plain(lib.ask(fact, save=False))
     assert _steps(auto.ask(COMPARISON, save=False), Step.AGENT)
     assert _steps(lib.with_settings(answer={**OPEN, "mode": "agentic"}).ask(fact, save=False), Step.AGENT)
 

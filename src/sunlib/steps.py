@@ -35,6 +35,8 @@ class Step(StrEnum):
     ROUND = "Round"
     AGENT = "Agentic Loop"
     PLAN = "Question Plan"
+    REWRITE = "Query Rewrite"
+    RETRIEVAL_PLAN = "Retrieval Plan"
 
 
 ASK_STEPS: tuple[Step, ...] = (
@@ -150,6 +152,18 @@ _INFO = (
         "plan",
         "the question's language, type and terms, and its sub-questions (offline rules)",
         ("kind", "rule", "sub_questions", "dropped_by_cap", "language", "terms"),
+    ),
+    StepInfo(
+        Step.REWRITE,
+        "rewrite",
+        "the agentic loop's forms of the question: standalone, keywords, the other language's variant",
+        ("standalone", "keywords", "variant", "variant_note", "follow_up"),
+    ),
+    StepInfo(
+        Step.RETRIEVAL_PLAN,
+        "retrieval_plan",
+        "per sub-question: its queries, routes, k and the filters the question implies (rules or an LLM plan)",
+        ("planner", "fallback", "parts", "inferred"),
     ),
 )
 INFO: dict[Step, StepInfo] = {i.step: i for i in _INFO}

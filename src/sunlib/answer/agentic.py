@@ -1,9 +1,9 @@
 """The agentic answering loop: a state machine over the ask pipeline's own stages.
 
-    analyze -> decompose -> retrieve -> select -+-> follow_up -> retrieve   (a gap, rounds left)
-                                                +-> retrieve                (the next sub-question)
-                                                +-> synthesize -> verify -> done
-                                                                        +-> fallback (a part not covered)
+    analyze -> rewrite -> decompose -> plan -> retrieve -> select -+-> follow_up -> retrieve (a gap, rounds left)
+                                                                   +-> retrieve              (the next sub-question)
+                                                                   +-> synthesize -> verify -> done
+                                                                                     +-> fallback (a part uncovered)
     any cap (rounds, retrievals, time) -> synthesize; no part covered -> fallback (refuse, a reason per part)
 
 Each state is a small stage object with a typed input and output. ``TRANSITIONS`` is the
@@ -11,10 +11,13 @@ table: (state, event) -> next state. ``AgenticLoop.run`` walks it and records ev
 transition (which state ran, the event, why, the next state) in the ``Agentic Loop``
 span; each retrieval round is a ``Round`` span nested under it (iteration 1, 2, ...)
 holding that round's retrieval, rerank and selection steps, so ``--explain``, the SSE
-stream and saved runs show the rounds under the question. Retrieval, reranking,
-selection (the gate's sufficiency judgement), the context builder, the writer and the
-citation verifier are the single-shot pipeline's own stage objects. Rules only
-(``answer/decompose.py``): no model is asked to plan.
+stream and saved runs show the rounds under the question. ``rewrite`` (``answer.rewrite``)
+gives the question's standalone, keyword and other-language forms; ``decompose``
+(``answer.decompose``) its sub-questions; ``plan`` (``answer.plan``, ``answer.planner``) each
+sub-question's queries, routes, k and inferred filters, by rules or by a chat model's validated
+JSON plan. A round that leaves a gap asks the gap's query (the missing names and terms), else the
+plan's next form. Retrieval, reranking, selection (the gate's sufficiency judgement), the context
+builder, the writer and the citation verifier are the single-shot pipeline's own stage objects.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ from typing import Any
 
 from ..config import AnswerSettings
 from ..contracts import BuiltContext, Evidence, Hit
+from ..providers import ChatModel
 from ..steps import Step
 from ..trace import StepRecorder, Tracer
 from .citations import Verification
 from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
+from .plan import PartPlan, Plan, narrowed
+from .planner import PlanStage
 from .relevance import term_weights
+from .rewrite import Rewrites, RewriteStage
 from .select import Selection
 from .stages import (
     ContextStage,
@@ -47,8 +54,11 @@ from .stages import (
 
 # (state, event) -> the next state
 TRANSITIONS: dict[tuple[str, str], str] = {
-    ("analyze", "analyzed"): "decompose",
-    ("decompose", "planned"): "retrieve",
+    ("analyze", "analyzed"): "rewrite",
+    ("rewrite", "rewritten"): "decompose",
+    ("decompose", "split"): "plan",
+    ("plan", "planned"): "retrieve",
+    ("plan", "rules_fallback"): "retrieve",
     ("retrieve", "retrieved"): "select",
     ("retrieve", "cap"): "synthesize",
     ("select", "covered"): "next",
@@ -109,6 +119,9 @@ class AgenticOutcome:
     stopped_by: str | None  # the cap that ended the loop early, if one did
     retrievals: int
     hits: int
+    rewrites: Rewrites | None = None
+    plan: Plan | None = None
+    caps_hit: tuple[str, ...] = ()  # every cap that stopped something: parts, rounds, retrievals, time
 
     @property
     def covered(self) -> tuple[PartResult, ...]:
@@ -119,9 +132,31 @@ class AgenticOutcome:
         return tuple(p for p in self.parts if not p.covered)
 
 
+LOOP_KINDS = ("comparison", "multi_part")  # what ``auto`` sends through the loop
+
+
 def wants_loop(mode: str, analysis: Analysis) -> bool:
     """``agentic``: always; ``auto``: comparisons and multi-part questions; ``single``: never."""
-    return mode == "agentic" or (mode == "auto" and analysis.kind in ("comparison", "multi_part"))
+    return mode == "agentic" or (mode == "auto" and analysis.kind in LOOP_KINDS)
+
+
+def mode_reason(mode: str, analysis: Analysis) -> str:
+    """Why ``mode`` does (or does not) send a question with this analysis through the loop."""
+    if mode != "auto":
+        return f"mode {mode}"
+    verdict = "takes the loop" if wants_loop(mode, analysis) else "takes the single shot"
+    kinds = " and ".join(LOOP_KINDS)
+    return f"auto: a {analysis.kind} question (rule {analysis.rule!r}) {verdict}; the loop takes {kinds}"
+
+
+def next_query(plan: PartPlan, sel: Selection, asked: tuple[str, ...]) -> tuple[str | None, str]:
+    """The next round's query and why: the gap's (``follow_up_query``), else the plan's next form
+    not yet asked (keywords, the other language); None when neither is new."""
+    gap = follow_up_query(plan.part, sel, asked)
+    if gap is not None:
+        return gap, "from the missing terms"
+    planned = next((x for x in plan.queries if x not in asked), None)
+    return (planned, "from the plan (the next form of the question)") if planned else (None, "")
 
 
 def follow_up_query(part: SubQuestion, sel: Selection, asked: tuple[str, ...]) -> str | None:
@@ -146,6 +181,7 @@ class _Run:
         self.hits = 0
         self.iteration = 0
         self.stopped_by: str | None = None
+        self.rounds_capped: list[int] = []  # the parts whose rounds ran out
 
     def move(self, state: str, event: str, reason: str) -> str:
         nxt = TRANSITIONS[(state, event)]
@@ -172,50 +208,77 @@ class AgenticLoop:
         context: ContextStage,
         write: WriteStage,
         verify: VerifyStage,
+        planner: ChatModel | None = None,
     ) -> None:
         self.settings = settings
         self.retrieve, self.rerank, self.select = retrieve, rerank, select
         self.context, self.write, self.verify = context, write, verify
+        search = retrieve.settings.search
+        self.rewrite = RewriteStage(retrieve.store, search.crosslang_min_share if search.crosslang else None)
+        self.planner = PlanStage(retrieve.settings, retrieve.store, planner)
+        self._retrievers: dict[int, RetrieveStage] = {retrieve.settings.answer.candidates: retrieve}
 
-    def run(self, q: Question, tracer: Tracer, analysis: Analysis | None = None) -> AgenticOutcome:
+    def run(self, q: Question, tracer: Tracer, analysis: Analysis | None = None, why: str = "") -> AgenticOutcome:
+        """``why``: the reason the question takes the loop (``mode_reason``), shown in the span."""
         caps = Caps.of(self.settings)
         analysis = analysis or analyze(q.text)
         with tracer.step(Step.AGENT, f"{q.text[:80]!r}") as span:
             run = _Run(q, caps, tracer)
-            plan = self._plan(q, analysis, caps, run)
+            rewrites, plan = self._plan(q, analysis, caps, run)
             for part in plan.parts:
                 if run.stopped_by is not None:
-                    run.results.append(PartResult(part, (), None, False, f"not retrieved: {run.stopped_by}"))
+                    run.results.append(PartResult(part.part, (), None, False, f"not retrieved: {run.stopped_by}"))
                     continue
                 run.results.append(self._part(part, run))
-            outcome = self._finish(analysis, plan, run)
-            span.done(_summary(outcome), status="warning" if outcome.uncovered else "ok", **_details(outcome, caps))
+            outcome = self._finish(analysis, plan, rewrites, run)
+            span.done(
+                _summary(outcome),
+                status="warning" if outcome.uncovered else "ok",
+                mode=why or None,
+                **_details(outcome, caps),
+            )
         return outcome
 
-    def _plan(self, q: Question, analysis: Analysis, caps: Caps, run: _Run) -> Decomposition:
+    def _plan(self, q: Question, analysis: Analysis, caps: Caps, run: _Run) -> tuple[Rewrites, Plan]:
+        """analyze -> rewrite -> decompose -> plan, each recorded as a step and a transition."""
+        run.move("analyze", "analyzed", f"{analysis.kind} ({analysis.rule}), language {analysis.lang}")
+        board: dict[str, Any] = {"question": q}
+        run_stages((self.rewrite,), board, run.tracer)
+        rewrites: Rewrites = board["rewrites"]
+        said = f"follow-up {rewrites.follow_up.said!r} made standalone; " if rewrites.follow_up else ""
+        forms = len(rewrites.queries())
+        run.move("rewrite", "rewritten", f"{said}{forms} form(s) of the question ({rewrites.variant_note})")
         with run.tracer.step(Step.PLAN, f"{q.text[:80]!r}") as step:
-            run.move("analyze", "analyzed", f"{analysis.kind} ({analysis.rule}), language {analysis.lang}")
-            plan = decompose(q.text, analysis, caps.parts)
-            dropped = f"; {plan.dropped} more left out by the sub-question cap ({caps.parts})" if plan.dropped else ""
-            run.move("decompose", "planned", f"{len(plan.parts)} sub-question(s) by rule {plan.rule}{dropped}")
+            split = decompose(rewrites.standalone, analysis, caps.parts)
+            dropped = f"; {split.dropped} more left out by the sub-question cap ({caps.parts})" if split.dropped else ""
+            run.move("decompose", "split", f"{len(split.parts)} sub-question(s) by rule {split.rule}{dropped}")
             step.done(
-                f"{analysis.kind}: {len(plan.parts)} sub-question(s)",
+                f"{analysis.kind}: {len(split.parts)} sub-question(s)",
                 language=analysis.lang,
                 kind=analysis.kind,
                 kind_rule=analysis.rule,
                 terms=list(analysis.terms[:20]),
-                rule=plan.rule,
-                sub_questions=[p.text for p in plan.parts],
-                dropped_by_cap=plan.dropped,
+                rule=split.rule,
+                sub_questions=[p.text for p in split.parts],
+                dropped_by_cap=split.dropped,
             )
-        return plan
+        board["decomposition"] = split
+        run_stages((self.planner,), board, run.tracer)
+        plan: Plan = board["plan"]
+        if plan.fallback is not None:
+            run.move("plan", "rules_fallback", f"the rules' plan: {plan.fallback}")
+        else:
+            inferred = f"; filters: {', '.join(plan.parts[0].scope.notes)}" if plan.parts[0].scope.notes else ""
+            run.move("plan", "planned", f"{len(plan.parts)} part(s) planned by {plan.planner}{inferred}")
+        return rewrites, plan
 
-    def _part(self, part: SubQuestion, run: _Run) -> PartResult:
+    def _part(self, plan: PartPlan, run: _Run) -> PartResult:
         """Retrieve, select and follow up one sub-question until it is covered or its rounds end."""
+        part = plan.part
         asked: tuple[str, ...] = ()
         hits: tuple[Hit, ...] = ()
         sel: Selection | None = None
-        query: str | None = part.text
+        query: str | None = plan.queries[0] if plan.queries else part.text
         for n in range(1, run.caps.rounds + 1):
             if query is None:
                 break
@@ -225,49 +288,61 @@ class AgenticLoop:
                 run.move("follow_up" if sel is not None else "retrieve", "cap", cap)
                 break
             asked += (query,)
-            hits, sel = self._round(part, query, n, hits, run)
+            hits, sel = self._round(plan, query, n, hits, run)
             if sel.passed:
                 run.move("select", "covered", f"part {part.index}: the gate passed (round {n})")
                 return PartResult(part, asked, sel, True, f"covered in round {n}")
             run.move("select", "gap", f"part {part.index}: {sel.reason or 'refused'}")
-            query = follow_up_query(part, sel, asked) if n < run.caps.rounds else None
+            query, why = next_query(plan, sel, asked) if n < run.caps.rounds else (None, "")
             if query is not None:
-                run.move("follow_up", "query", f"part {part.index}: new query {query!r} from the missing terms")
+                run.move("follow_up", "query", f"part {part.index}: new query {query!r} {why}")
         if run.stopped_by is None:
             why = "rounds cap reached" if len(asked) >= run.caps.rounds else "the gap names nothing new to look for"
             run.move("follow_up", "exhausted", f"part {part.index}: {why}")
+            if len(asked) >= run.caps.rounds:
+                run.rounds_capped.append(part.index)
         else:
             why = run.stopped_by
         reason = (sel.reason or "refused") if sel is not None else f"not retrieved: {why}"
         return PartResult(part, asked, sel, False, reason)
 
+    def _retriever(self, k: int) -> RetrieveStage:
+        """The retrieve stage asking for ``k`` candidates (the pipeline's own for the default k)."""
+        if k not in self._retrievers:
+            base = self.retrieve.settings
+            settings = base.model_copy(update={"answer": base.answer.model_copy(update={"candidates": k})})
+            self._retrievers[k] = RetrieveStage(settings, self.retrieve.retrieve, self.retrieve.store)
+        return self._retrievers[k]
+
     def _round(
-        self, part: SubQuestion, query: str, n: int, earlier: tuple[Hit, ...], run: _Run
+        self, plan: PartPlan, query: str, n: int, earlier: tuple[Hit, ...], run: _Run
     ) -> tuple[tuple[Hit, ...], Selection]:
-        """One retrieval round (a Round span): the query's hits joined to the part's earlier ones,
-        reranked and judged against the sub-question itself."""
+        """One retrieval round (a Round span): the query's hits, narrowed to the plan's scope and
+        joined to the part's earlier ones, reranked and judged against the sub-question itself."""
         run.iteration += 1
         run.retrievals += 1
-        q = run.q
-        part_q = Question(part.text, q.lang, q.filters, q.principals)
+        q, part = run.q, plan.part
+        part_q = Question(part.text, q.lang, plan.filters, q.principals)
         with run.tracer.step(
             Step.ROUND, f"part {part.index}, round {n}: {query[:80]!r}", iteration=run.iteration
         ) as span:
             board: dict[str, Any] = {"question": dataclasses.replace(part_q, text=query)}
-            run_stages((self.retrieve,), board, run.tracer)
+            run_stages((self._retriever(plan.k),), board, run.tracer)
             found: Retrieved = board["retrieved"]
+            kept, widened = narrowed(found.hits, plan.scope)
             seen = {h.chunk_id for h in earlier}
-            hits = earlier + tuple(h for h in found.hits if h.chunk_id not in seen)
+            hits = earlier + tuple(h for h in kept if h.chunk_id not in seen)
             run.hits += len(found.hits)
             joined = Retrieved(hits, term_weights(self.retrieve.store, part.text, q.principals))
             board = {"question": part_q, "retrieved": joined}
             run_stages((self.rerank, self.select), board, run.tracer)
             sel: Selection = board["selection"]
-            run.move("retrieve", "retrieved", f"part {part.index}: {len(found.hits)} hits for {query!r}")
-            _round_done(span, part, query, n, run.iteration, len(found.hits), sel)
+            scoped = f" ({len(kept)} in scope)" if plan.scope.narrows() and widened is None else ""
+            run.move("retrieve", "retrieved", f"part {part.index}: {len(found.hits)} hits{scoped} for {query!r}")
+            _round_done(span, part, query, n, run.iteration, len(found.hits), sel, widened)
         return hits, sel
 
-    def _finish(self, analysis: Analysis, plan: Decomposition, run: _Run) -> AgenticOutcome:
+    def _finish(self, analysis: Analysis, plan: Plan, rewrites: Rewrites, run: _Run) -> AgenticOutcome:
         results = tuple(run.results)
         covered = [r for r in results if r.covered and r.selection is not None]
         if run.stopped_by is None:
@@ -287,9 +362,10 @@ class AgenticLoop:
                 run.move("fallback", "explained", "answered the covered parts; the others are named")
             else:
                 run.move("verify", "verified", "every part covered")
+        split = Decomposition(tuple(p.part for p in plan.parts), plan.rule, plan.dropped)
         return AgenticOutcome(
             analysis,
-            plan,
+            split,
             results,
             context,
             written,
@@ -298,6 +374,9 @@ class AgenticLoop:
             run.stopped_by,
             run.retrievals,
             run.hits,
+            rewrites,
+            plan,
+            _caps_hit(plan, run),
         )
 
     def _synthesize(self, covered: list[PartResult], run: _Run) -> tuple[BuiltContext, Written | None]:
@@ -331,7 +410,27 @@ class AgenticLoop:
         return context, Written(draft, None, good[0].confidence_note)
 
 
-def _round_done(span: StepRecorder, part: SubQuestion, query: str, n: int, it: int, found: int, sel: Selection) -> None:
+def _caps_hit(plan: Plan, run: _Run) -> tuple[str, ...]:
+    out = []
+    if plan.dropped:
+        out.append(f"sub-questions cap ({run.caps.parts}): {plan.dropped} left out")
+    if run.rounds_capped:
+        out.append(f"rounds cap ({run.caps.rounds}) for part(s) {', '.join(map(str, run.rounds_capped))}")
+    if run.stopped_by:
+        out.append(run.stopped_by)
+    return tuple(out)
+
+
+def _round_done(
+    span: StepRecorder,
+    part: SubQuestion,
+    query: str,
+    n: int,
+    it: int,
+    found: int,
+    sel: Selection,
+    widened: str | None = None,
+) -> None:
     span.done(
         f"part {part.index} round {n}: " + ("covered" if sel.passed else f"gap: {sel.reason}"),
         status="ok" if sel.passed else "warning",
@@ -344,6 +443,7 @@ def _round_done(span: StepRecorder, part: SubQuestion, query: str, n: int, it: i
         verdict="covered" if sel.passed else "gap",
         missing_terms=list(sel.missing_terms[:10]),
         missing_names=list(sel.missing_names),
+        scope_note=widened,
     )
 
 
@@ -368,6 +468,8 @@ def _details(o: AgenticOutcome, caps: Caps) -> dict[str, Any]:
         ],
         "transitions": [dataclasses.asdict(t) for t in o.transitions],
         "stopped_by": o.stopped_by,
+        "caps_hit": list(o.caps_hit),
+        "planner": o.plan.planner if o.plan is not None else "rules",
         "caps": dataclasses.asdict(caps),
         "retrievals": o.retrievals,
     }

@@ -37,12 +37,13 @@ from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
 from ..store import RunRecord, Store, Visibility
 from ..trace import Listener, Tracer
-from .agentic import AgenticLoop, AgenticOutcome, wants_loop
+from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
 from .citations import Verification, source_cards
 from .conversation import follow_up
 from .decompose import Analysis, analyze
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage, create_judge
+from .planner import create_planner_model
 from .refusals import joined, refusal
 from .router import Router, create_router, direct_reply, language
 from .select import Selection
@@ -120,7 +121,14 @@ class Asker:
         # the agentic loop reuses the same stage objects (answer/agentic.py)
         self.route_stage = route_stage
         self.loop = AgenticLoop(
-            settings.answer, retrieve_stage, rerank_stage, select_stage, context_stage, write_stage, verify_stage
+            settings.answer,
+            retrieve_stage,
+            rerank_stage,
+            select_stage,
+            context_stage,
+            write_stage,
+            verify_stage,
+            create_planner_model(settings, writer),
         )
 
     def ask(
@@ -153,7 +161,8 @@ class Asker:
         if mode != "single":
             analysis = analyze(q.text)
             if wants_loop(mode, analysis):
-                return self._ask_agentic(q, analysis, tracer, started, who, save)
+                return self._ask_agentic(q, analysis, tracer, started, who, save, mode_reason(mode, analysis))
+            tracer.skipped(Step.AGENT, mode_reason(mode, analysis))  # auto: the trace says why not
         board: dict[str, Any] = {"question": q}
         run_stages(self.stages, board, tracer)
         route: RouteDecision = board["route"]
@@ -181,7 +190,14 @@ class Asker:
         return AskResult(frame, trace, route, selection, verification)
 
     def _ask_agentic(
-        self, q: Question, analysis: Analysis, tracer: Tracer, started: float, who: tuple[str, ...], save: bool | None
+        self,
+        q: Question,
+        analysis: Analysis,
+        tracer: Tracer,
+        started: float,
+        who: tuple[str, ...],
+        save: bool | None,
+        why: str = "",
     ) -> AskResult:
         board: dict[str, Any] = {"question": q}
         run_stages((self.route_stage,), board, tracer)
@@ -190,7 +206,7 @@ class Asker:
         if route.route == "direct":
             frame = AnswerFrame(q.text, direct_reply(q.text), (), (), False, None, 1.0, "direct")
         else:
-            outcome = self.loop.run(q, tracer, analysis)
+            outcome = self.loop.run(q, tracer, analysis, why)
             frame = self._agentic_frame(q, outcome)
         draft = outcome.written.draft if outcome is not None and outcome.written is not None else None
         tokens = (draft.tokens_in, draft.tokens_out) if draft is not None else (0, 0)

@@ -143,7 +143,16 @@ def rag(
     vault: Annotated[Path, typer.Option("--vault", "-V", help="the vault the QA set is about (indexed if needed)")],
     writer: Annotated[str | None, typer.Option(help="extractive, openai or llama-cpp")] = None,
     provider: Annotated[str | None, typer.Option(help="embedding provider")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", "-m", help="bm25, dense or hybrid")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            "-m",
+            help="single, agentic or both (both modes in one run, side by side; default: [answer] mode);"
+            " bm25, dense or hybrid still set the search mode",
+        ),
+    ] = None,
+    search_mode: Annotated[str | None, typer.Option(help="bm25, dense or hybrid")] = None,
     baseline: Annotated[Path | None, typer.Option(help="a previous --json output: fail on a regression")] = None,
     tolerance: Annotated[float, typer.Option(help="allowed absolute drop per metric against --baseline")] = 0.05,
     judge: Annotated[
@@ -171,45 +180,102 @@ def rag(
         bool, typer.Option("--json", help="print one JSON object: metrics, by_slice, info and the per-question cases")
     ] = False,
 ) -> None:
-    """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage;
-    with --judge, judged scores beside them."""
+    """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage,
+    the multi-document figures (all_gold_recall@10, part_coverage, rounds); with --judge, judged scores beside
+    them. --mode both asks every question in both modes on the same index and prints them side by side."""
+    answer_modes, search_mode = _modes(mode, search_mode)
     cases = load_qa(qa)
     base = _read_baseline(baseline) if baseline else None
     keep_runs = report is not None if save_runs is None else save_runs  # a run write per question otherwise
-    with _qa_library(vault, config, writer, provider, mode) as lib, ProgressBars(enabled=not as_json) as bars:
+    runs: dict[str, EvalRun] = {}
+    ids: dict[str, str | None] = {}
+    with _qa_library(vault, config, writer, provider, search_mode) as lib, ProgressBars(enabled=not as_json) as bars:
         grader = _grader(lib, judge_model, judge_url) if judge else None
         lib.index(progress=bars)
-        progress = lambda n, t: bars("questions", n, t)  # noqa: E731
-        result = evaluate_rag(lib, cases, on_case=progress, grader=grader, save_runs=keep_runs)
+        for name, agentic in answer_modes:
+            progress = lambda n, t, name=name: bars(f"questions ({name})", n, t)  # noqa: E731
+            result = evaluate_rag(lib, cases, on_case=progress, grader=grader, save_runs=keep_runs, agentic=agentic)
+            run = EvalRun(result.metrics, result.by_slice, result.info, result.cases)
+            runs[name] = run
+            label = qa.name if agentic is None else f"{qa.name} [{name}]"
+            ids[name] = save_eval(lib.store, run, label, lib.settings.search.principals) if save else None
         link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
-        run = EvalRun(result.metrics, result.by_slice, result.info, result.cases)
-        eval_id = save_eval(lib.store, run, qa.name, lib.settings.search.principals) if save else None
     if report is not None:
-        _write_rag_report(report, run, EvalRun.from_json(base) if base is not None else None, link)
-    if as_json:
-        print_json(run.to_json())
-    else:
-        out.print(f"{qa.name}: {len(cases)} questions, writer {result.info['writer']}, mode {result.info['mode']}")
-        for key in (*QA_KEYS, *QA_EXTRA_KEYS, *(k for k in (*JUDGED_KEYS, "judge_unjudged") if k in result.metrics)):
-            out.print(f"  {key:<24} {result.metrics.get(key)}")
-        for name, m in sorted(result.by_slice.items()):
-            out.print(
-                f"  [dim]{name:<22} n={m['questions']:<3} recall@5={m['recall@5']} refusal={m['refusal_rate']}"
-                f" false_refusal={m['false_refusal_rate']} citation={m['citation_correctness']}[/]"
-            )
-        if result.info.get("grader"):
-            g = result.info["grader"]
-            out.print(f"  judged by {g['model']} with rubric {g['rubric']}; a refusal is scored without the model")
-    if report is not None:
-        err.print(f"report: {report}")
-    if eval_id is not None:
-        err.print(f"saved as {eval_id} (sunlib eval history; sunlib eval compare {eval_id} OTHER)")
+        for name, run in runs.items():
+            path = report if len(runs) == 1 else report.with_name(f"{report.stem}.{name}{report.suffix}")
+            _write_rag_report(path, run, EvalRun.from_json(base) if base is not None else None, link)
+            err.print(f"report: {path}")
+    _print_rag(qa.name, len(cases), runs, as_json)
+    for eval_id in ids.values():
+        if eval_id is not None:
+            err.print(f"saved as {eval_id} (sunlib eval history; sunlib eval compare {eval_id} OTHER)")
     if base is not None:
-        worse = regressions(result.metrics, base, tolerance) + judged_regressions(result.metrics, base, judge_tolerance)
+        worse = []
+        for name, run in runs.items():
+            metrics = dict(run.metrics)
+            lines = regressions(metrics, base, tolerance) + judged_regressions(metrics, base, judge_tolerance)
+            worse += [f"{name}: {line}" if len(runs) > 1 else line for line in lines]
         for line in worse:
             err.print(f"regression: {line}")
         if worse:
             raise typer.Exit(1)
+
+
+ANSWER_MODES: dict[str, tuple[tuple[str, bool | None], ...]] = {
+    "single": (("single", False),),
+    "agentic": (("agentic", True),),
+    "both": (("single", False), ("agentic", True)),
+}
+SEARCH_MODES = ("bm25", "dense", "hybrid")
+
+
+def _modes(mode: str | None, search_mode: str | None) -> tuple[tuple[tuple[str, bool | None], ...], str | None]:
+    """``--mode`` names the answer mode (single, agentic, both) or, as it did before, the search mode."""
+    if search_mode is not None and search_mode not in SEARCH_MODES:
+        raise UserError(f"unknown --search-mode {search_mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
+    if mode is None:
+        return (("config", None),), search_mode
+    if mode in SEARCH_MODES:
+        if search_mode is not None and search_mode != mode:
+            raise UserError(f"--mode {mode} and --search-mode {search_mode} disagree")
+        return (("config", None),), mode
+    if mode not in ANSWER_MODES:
+        choices = ", ".join([*ANSWER_MODES, *SEARCH_MODES])
+        raise UserError(f"unknown --mode {mode!r}; choose one of: {choices}")
+    return ANSWER_MODES[mode], search_mode
+
+
+def _print_rag(name: str, questions: int, runs: dict[str, EvalRun], as_json: bool) -> None:
+    if as_json:
+        if len(runs) == 1:
+            print_json(next(iter(runs.values())).to_json())
+        else:
+            print_json({mode: run.to_json() for mode, run in runs.items()})
+        return
+    first = next(iter(runs.values()))
+    keys = [*QA_KEYS, *QA_EXTRA_KEYS, *(k for k in (*JUDGED_KEYS, "judge_unjudged") if k in first.metrics)]
+    info = first.info
+    if len(runs) > 1:
+        out.print(f"{name}: {questions} questions, writer {info['writer']}, search mode {info['mode']}, same index")
+        out.print(f"  {'':<24} " + "".join(f"{mode:>12}" for mode in runs) + f"{'delta':>12}")
+        for key in keys:
+            values = [run.metrics.get(key) for run in runs.values()]
+            a, b = values[0], values[-1]
+            delta = f"{b - a:+.4g}" if isinstance(a, int | float) and isinstance(b, int | float) else ""
+            out.print(f"  {key:<24} " + "".join(f"{v!s:>12}" for v in values) + f"{delta:>12}")
+        return
+    mode = "" if "config" in runs else f", answer mode {info.get('answer_mode')}"
+    out.print(f"{name}: {questions} questions, writer {info['writer']}, mode {info['mode']}{mode}")
+    for key in keys:
+        out.print(f"  {key:<24} {first.metrics.get(key)}")
+    for slice_name, m in sorted(first.by_slice.items()):
+        out.print(
+            f"  [dim]{slice_name:<22} n={m['questions']:<3} recall@5={m['recall@5']} refusal={m['refusal_rate']}"
+            f" false_refusal={m['false_refusal_rate']} citation={m['citation_correctness']}[/]"
+        )
+    if info.get("grader"):
+        g = info["grader"]
+        out.print(f"  judged by {g['model']} with rubric {g['rubric']}; a refusal is scored without the model")
 
 
 @eval_app.command("calibrate")

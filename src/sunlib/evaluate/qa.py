@@ -19,7 +19,16 @@ question goes through the real ask pipeline (``Library.ask``), and:
 * ``keyword_coverage``: gold phrases that appear in the answer text;
 * ``answer_span_hit``: a gold phrase appears in the selected evidence;
 * ``judge_refused`` / ``judge_no_verdict``: how many questions the answerability judge
-  refused, and how many it was asked about but gave no verdict for (0 with the judge off).
+  refused, and how many it was asked about but gave no verdict for (0 with the judge off);
+* ``all_gold_recall@10``, ``part_coverage`` and ``rounds``: the multi-document figures
+  (``evaluate.multidoc``), for sets whose questions carry ``parts`` (benchmarks/multidoc, RGB).
+
+A multi-document line may also carry ``parts`` (the facts the answer needs, each with its gold
+phrase; an uncovered part has none), ``gold_groups`` and ``follows`` (a follow-up: the id of the
+question it continues, asked first with its answer as the conversation's history). An
+``unanswerable`` line with gold files is partly answerable: some parts are covered, some not;
+it counts as answerable (refusing it is a false refusal) and its uncovered parts are not
+scored. ``agentic`` (``sunlib eval rag --mode``) asks every question in one mode.
 
 Every metric is reported for the whole set, and per slice (answerable, unanswerable,
 ``lang:*``, ``type:*``) under ``by_slice``. A metric with no question to count is null.
@@ -35,12 +44,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..contracts import RunTrace
+from ..contracts import RunTrace, Turn
 from ..errors import DatasetError
 from ..library import Library
 from ..steps import Step
+from ..store import ChunkRow
 from .grading import AnswerGrader, GradeInput, grade_summary
 from .metrics import percentile
+from .multidoc import QAPart, evidence_ids, parse_groups, parse_parts, part_figures, rounds_of
+from .multidoc import summary as multidoc_summary
 
 TYPES = (
     "fact",
@@ -48,6 +60,8 @@ TYPES = (
     "comparison",
     "enumeration",
     "cross_doc",
+    "multi_part",
+    "follow_up",
     "code_identifier",
     "paraphrase",
     "unanswerable",
@@ -68,6 +82,9 @@ EXTRA_KEYS = (
     "questions",
     "judge_refused",
     "judge_no_verdict",
+    "all_gold_recall@10",
+    "part_coverage",
+    "rounds",
 )
 HIGHER_IS_BETTER = {
     "recall@5": True,
@@ -78,6 +95,8 @@ HIGHER_IS_BETTER = {
     "keyword_coverage": True,
     "citation_precision": True,
     "answer_span_hit": True,
+    "all_gold_recall@10": True,
+    "part_coverage": True,
 }
 
 
@@ -90,10 +109,18 @@ class QACase:
     gold_files: tuple[str, ...]
     gold_phrases: tuple[str, ...]
     answer: str
+    parts: tuple[QAPart, ...] = ()
+    gold_groups: tuple[tuple[str, ...], ...] = ()  # empty: each gold file is its own group
+    follows: str | None = None  # a follow-up: the id of the question it continues
 
     @property
     def answerable(self) -> bool:
-        return self.type != "unanswerable"
+        """Unanswerable questions have no gold file; one with gold files is partly answerable."""
+        return self.type != "unanswerable" or bool(self.gold_files)
+
+    @property
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        return self.gold_groups or tuple((f,) for f in self.gold_files)
 
 
 @dataclass
@@ -137,8 +164,12 @@ def load_qa(path: Path, label: str | None = None) -> list[QACase]:
             gold_files, gold_phrases = row.get("gold_files") or [], row.get("gold_phrases") or []
             if not all(isinstance(x, str) for x in [*gold_files, *gold_phrases]):
                 raise DatasetError(f"{where}: gold_files and gold_phrases must be lists of strings")
-            if row["type"] == "unanswerable" and gold_files:
-                raise DatasetError(f"{where}: an unanswerable question has no gold_files")
+            parts = parse_parts(row, where)
+            partial = any(not p.coverable for p in parts) and any(p.coverable for p in parts)
+            if row["type"] == "unanswerable" and gold_files and not partial:
+                raise DatasetError(
+                    f"{where}: an unanswerable question has no gold_files (unless its parts name an uncovered one)"
+                )
             if row["type"] != "unanswerable" and not gold_files:
                 raise DatasetError(f"{where}: an answerable question needs gold_files")
             cases.append(
@@ -150,11 +181,23 @@ def load_qa(path: Path, label: str | None = None) -> list[QACase]:
                     tuple(gold_files),
                     tuple(gold_phrases),
                     str(row.get("answer") or ""),
+                    parts,
+                    parse_groups(row, where) if row.get("gold_groups") is not None else (),
+                    _follows(row, where, seen),
                 )
             )
     if not cases:
         raise DatasetError(f"{label}: no questions")
     return cases
+
+
+def _follows(row: dict[str, Any], where: str, seen: set[str]) -> str | None:
+    follows = row.get("follows")
+    if follows is None:
+        return None
+    if not isinstance(follows, str) or follows not in seen or follows == row["id"]:
+        raise DatasetError(f"{where}: follows {follows!r}, which is not an earlier id")
+    return follows
 
 
 def _norm(text: str) -> str:
@@ -172,14 +215,18 @@ def run_case(
     principals: Sequence[str] | None = None,
     grader: AnswerGrader | None = None,
     save: bool = False,
+    agentic: bool | None = None,
+    history: Sequence[Turn] = (),
 ) -> dict[str, Any]:
-    """Ask one question and record what the metrics need (and, with a grader, its judged scores)."""
+    """Ask one question and record what the metrics need (and, with a grader, its judged scores).
+    ``agentic``: the mode to ask in (None: ``[answer] mode``); ``history``: the turns before it."""
     t0 = time.perf_counter()
-    result = lib.ask(case.question, principals=principals, save=save)
+    result = lib.ask(case.question, principals=principals, save=save, history=history, agentic=agentic)
     latency = (time.perf_counter() - t0) * 1000.0
     frame = result.frame
     sel = result.selection  # None for a direct reply
-    selected = [r.hit.chunk_id for r in sel.kept] if sel is not None else []
+    # the kept chunks (a single shot: its selection; an agentic run: each part's, interleaved)
+    selected = evidence_ids(result.trace) if sel is not None else []
     selected_rows = lib.store.chunks_by_ids(selected)
     selected_paths = [r.path for r in selected_rows]
     texts = {ev.chunk_id: ev.text for ev in frame.evidence}
@@ -227,7 +274,13 @@ def run_case(
         "citation_list": [{"id": c.citation_id, "path": c.path, "quote": c.quote[:300]} for c in frame.citations],
         "grade": None if grade is None else grade.to_json(),
         **retrieval_figures(result.trace),
+        **_evidence_figures(case, selected_rows, result.trace),
     }
+
+
+def _evidence_figures(case: QACase, rows: Sequence[ChunkRow], trace: RunTrace) -> dict[str, Any]:
+    figures = part_figures(case.groups, case.parts, [r.path for r in rows], [r.text for r in rows])
+    return {"rounds": rounds_of(trace), **figures}
 
 
 def retrieval_figures(trace: RunTrace) -> dict[str, Any]:
@@ -284,6 +337,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "questions": len(rows),
         "judge_refused": sum(r["judge"] is False for r in rows),
         "judge_no_verdict": sum(r["judged"] and r["judge"] is None for r in rows),
+        **multidoc_summary(rows),
         # judged scores (``--judge``): beside the metrics above, only when the answers were graded
         **(grade_summary([r.get("grade") for r in rows]) if any(r.get("grade") for r in rows) else {}),
     }
@@ -296,15 +350,29 @@ def evaluate_rag(
     on_case: Callable[[int, int], None] | None = None,
     grader: AnswerGrader | None = None,
     save_runs: bool = False,
+    agentic: bool | None = None,
 ) -> QAReport:
     """Every question through the real ask pipeline; with ``grader``, each answer judged too;
-    with ``save_runs``, each question's run is saved in the index (its run chain can be opened)."""
+    with ``save_runs``, each question's run is saved in the index (its run chain can be opened).
+    ``agentic``: True the agentic loop, False the single shot, None ``[answer] mode``. A follow-up
+    (``follows``) is asked after the question it continues, with that question and its answer as
+    the conversation's history."""
     rows = []
+    asked: dict[str, tuple[str, str]] = {}
     for i, case in enumerate(cases, 1):
-        rows.append(run_case(lib, case, principals, grader, save_runs))
+        before = asked.get(case.follows) if case.follows else None
+        history = (Turn("user", before[0]), Turn("assistant", before[1])) if before else ()
+        row = run_case(lib, case, principals, grader, save_runs, agentic, history)
+        asked[case.id] = (case.question, row["answer"])
+        rows.append(row)
         if on_case is not None:
             on_case(i, len(cases))
-    return QAReport(summarize(rows), slice_metrics(rows), rows, run_info(lib, rows, grader))
+    info = {**run_info(lib, rows, grader), "answer_mode": _mode_name(lib, agentic)}
+    return QAReport(summarize(rows), slice_metrics(rows), rows, info)
+
+
+def _mode_name(lib: Library, agentic: bool | None) -> str:
+    return lib.settings.answer.mode if agentic is None else ("agentic" if agentic else "single")
 
 
 def slice_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,128 @@
+"""The agentic loop with a real local LLM: plan, write, verify; the unsupported-claim rate after verification.
+
+    python benchmarks/agentic_llm.py --gguf /work/llm-bench/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \\
+        --server-python /work/llm-bench/venv/bin/python --limit 10 --report /tmp/agentic_llm.json
+
+Starts `python -m llama_cpp.server` (one thread, `nice -n 10`, 127.0.0.1 only) on the GGUF, waits for it,
+then asks a QA set (default: benchmarks/multidoc/sample_vault.jsonl over the bundled sample vault) through
+`sunlib`'s real pipeline with the `openai` writer pointed at it: `[answer] planner = "llm"` (the model's
+JSON plan, validated; a bad one falls back to the rules) and the answerability judge off by default (one
+call fewer per part on a slow CPU). Prints the model, how many plans the model made and how many fell
+back, and the metrics of `sunlib eval rag` for the chosen mode; the target is an unsupported-claim rate
+(claims the citation verifier did not support, over all claims of answered questions) of at most 0.02.
+Not part of the default tests: a 1.5B model on one core writes a few tokens a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from sunlib import Library
+from sunlib.evaluate import evaluate_rag, load_qa
+from sunlib.steps import Step
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(python: str, gguf: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    cmd = ["nice", "-n", "10", python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--n_threads", "1", "--n_ctx", "4096"]
+    return subprocess.Popen(
+        cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], seconds: float = 300.0) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"llama_cpp.server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
+                return str(json.loads(r.read())["data"][0]["id"])
+        except OSError:
+            time.sleep(1.0)
+    raise SystemExit("llama_cpp.server did not answer in time")
+
+
+def plans(rows: list[dict[str, Any]], lib: Library) -> dict[str, int]:
+    counts = {"llm": 0, "fallback": 0, "single_shot": 0}
+    for row in rows:
+        run = lib.store.get_run(row["run_id"], ("public",)) if row.get("run_saved") else None
+        steps = run.trace["steps"] if run is not None else []
+        plan = next((s for s in steps if s["name"] == Step.RETRIEVAL_PLAN), None)
+        if plan is None:
+            counts["single_shot"] += 1
+        elif plan["details"].get("fallback"):
+            counts["fallback"] += 1
+        else:
+            counts["llm"] += 1
+    return counts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gguf", type=Path, required=True)
+    ap.add_argument("--server-python", default="python", help="a Python with llama-cpp-python[server]")
+    ap.add_argument("--qa", type=Path, default=ROOT / "benchmarks/multidoc/sample_vault.jsonl")
+    ap.add_argument("--vault", type=Path, default=ROOT / "src/sunlib/sample_vault")
+    ap.add_argument("--mode", choices=("single", "agentic"), default="agentic")
+    ap.add_argument("--limit", type=int, default=0, help="ask only the first N questions (0: all)")
+    ap.add_argument("--judge", choices=("off", "auto"), default="off")
+    ap.add_argument("--provider", default="e5", help="embedding provider")
+    ap.add_argument("--report", type=Path)
+    args = ap.parse_args()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"agentic_llm_server_{port}.log"
+    proc = start_server(args.server_python, args.gguf, port, log)
+    try:
+        model = wait_ready(url, proc)
+        cases = load_qa(args.qa)
+        cases = cases[: args.limit] if args.limit else cases
+        llm = {"base_url": url, "model": model, "timeout_s": 900, "max_retries": 0, "n_threads": 1}
+        answer = {"writer": "openai", "planner": "llm", "judge": args.judge}
+        with Library.open(args.vault, embedding={"provider": args.provider}, answer=answer, llm=llm) as lib:
+            lib.index()
+            t0 = time.perf_counter()
+            report = evaluate_rag(lib, cases, agentic=args.mode == "agentic", save_runs=True)
+            seconds = time.perf_counter() - t0
+            planned = plans(report.cases, lib)
+        out = {
+            "model": model,
+            "gguf": args.gguf.name,
+            "mode": args.mode,
+            "questions": len(cases),
+            "seconds": round(seconds, 1),
+            "plans": planned,
+            "metrics": report.metrics,
+        }
+        print(json.dumps({k: v for k, v in out.items() if k != "metrics"}, ensure_ascii=False))
+        for key in ("unsupported_claim_rate", "false_refusal_rate", "all_gold_recall@10", "part_coverage", "rounds"):
+            print(f"  {key:<24} {report.metrics.get(key)}")
+        if args.report is not None:
+            args.report.write_text(json.dumps({**out, "cases": report.cases}, ensure_ascii=False, indent=1), "utf-8")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+if __name__ == "__main__":
+    main()
