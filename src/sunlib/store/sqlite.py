@@ -17,6 +17,7 @@ import apsw
 
 from ..errors import ConfigError
 from .db import Db
+from .conversations import SqliteConversations
 from .documents import SqliteDocuments
 from .errors import at_boundary
 from .lexical import SqliteLexical
@@ -37,7 +38,7 @@ DENSE_ENGINES: dict[str, Callable[[Db, SqliteDocuments], VectorIndex]] = {"sqlit
 
 
 @at_boundary
-class SqliteStore(SqliteDocuments):
+class SqliteStore(SqliteDocuments, SqliteConversations):
     def __init__(self, path: Path | str, dense_engine: str = "sqlite-vec") -> None:
         make = DENSE_ENGINES.get(dense_engine)
         if make is None:
