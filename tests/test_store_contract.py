@@ -352,9 +352,7 @@ def test_a_conversation_is_readable_only_by_those_who_may_read_every_run(make: C
         ("conv_public", 1, "alone", "alone"),  # the most recently continued first
         ("conv_mixed", 2, "first", "second, asked as ops"),
     ]
-    assert [c.conversation_id for c in store.list_conversations(("ops", "public"), limit=1, offset=1)] == [
-        "conv_mixed"
-    ]
+    assert [c.conversation_id for c in store.list_conversations(("ops", "public"), limit=1, offset=1)] == ["conv_mixed"]
     # a turn whose run is not in the index counts as unreadable
     store.add_turn("conv_public", "run_never_saved", "lost", None, 4.0)
     assert store.get_conversation("conv_public", ("ops", "public")) is None

@@ -76,7 +76,9 @@ class SqliteConversations:
     def get_conversation(self, conversation_id: str, principals: Sequence[str]) -> ConversationRecord | None:
         """The conversation with its turns in order, or None when it does not exist or one of its
         runs is not readable by the principals."""
-        rows = self.db.conn.execute(_TURNS_SQL, (conversation_id, json.dumps(list(principals)))).fetchall()
+        rows: list[Sequence[Any]] = list(
+            self.db.conn.execute(_TURNS_SQL, (conversation_id, json.dumps(list(principals))))
+        )
         if not rows:
             return None
         turns = tuple(_turn(r) for r in rows)

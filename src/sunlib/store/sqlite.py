@@ -16,25 +16,25 @@ from typing import Any
 import apsw
 
 from ..errors import ConfigError
-from .db import Db
 from .conversations import SqliteConversations
+from .db import Db
 from .documents import SqliteDocuments
 from .errors import at_boundary
 from .lexical import SqliteLexical
 from .memory import NumpyVectors
-from .protocols import LexicalIndex, Reconciled, Space, VectorIndex
+from .protocols import DocumentStore, LexicalIndex, Reconciled, Space, VectorIndex
 from .vectors import SqliteVectors
 
 
-def _sqlite_vec(db: Db, documents: SqliteDocuments) -> VectorIndex:
+def _sqlite_vec(db: Db, documents: DocumentStore) -> VectorIndex:
     return SqliteVectors(db)
 
 
-def _numpy(db: Db, documents: SqliteDocuments) -> VectorIndex:
+def _numpy(db: Db, documents: DocumentStore) -> VectorIndex:
     return NumpyVectors(SqliteVectors(db), documents, db.identity())
 
 
-DENSE_ENGINES: dict[str, Callable[[Db, SqliteDocuments], VectorIndex]] = {"sqlite-vec": _sqlite_vec, "numpy": _numpy}
+DENSE_ENGINES: dict[str, Callable[[Db, DocumentStore], VectorIndex]] = {"sqlite-vec": _sqlite_vec, "numpy": _numpy}
 
 
 @at_boundary
