@@ -9,18 +9,21 @@ conversations, so they do not see each other's turns).
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from clients import Api, sunlib
+from conftest import SAMPLE_VAULT
+from sse import sse
 from sunlib import Library
 from sunlib.errors import NotFound, UserError
 from sunlib.library import DB_NAME
+from sunlib.server import create_app
 from sunlib.steps import Step
-
-from conftest import SAMPLE_VAULT
 
 FIRST = "What is the SUNLIB_HOME environment variable used for?"
 FOLLOW = "and its default?"
@@ -98,3 +101,96 @@ def test_a_turn_asked_as_more_principals_hides_the_conversation_from_fewer(lib: 
     with pytest.raises(NotFound):  # and so it cannot be continued as public either
         lib.ask(FOLLOW, conversation_id=cid)
     assert cid not in {c.conversation_id for c in lib.store.list_conversations(("public",), limit=200)}
+
+
+# -- HTTP ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def api(lib: Library) -> Api:
+    return Api(create_app(lib))
+
+
+def test_ask_returns_a_conversation_that_a_follow_up_continues(api: Api) -> None:
+    first = api.post("/api/ask", json={"question": FIRST}).json()
+    cid = first["conversation_id"]
+    second = api.post("/api/ask", json={"question": FOLLOW, "conversation_id": cid}).json()
+    assert second["conversation_id"] == cid and second["question"] != FOLLOW
+    (route,) = [s for s in second["trace"]["steps"] if s["name"] == Step.ROUTE]
+    assert route["details"]["follow_up"]["standalone"] == second["question"]
+    conv = api.get(f"/api/conversations/{cid}").json()
+    assert [(t["position"], t["question"], t["standalone"], t["run_id"]) for t in conv["turns"]] == [
+        (1, FIRST, None, first["run_id"]),
+        (2, FOLLOW, second["question"], second["run_id"]),
+    ]
+    assert conv["turns"][0]["answer"] == first["answer"] and conv["turns"][0]["citations"] == first["citations"]
+    listed = api.get("/api/conversations", params={"limit": 1}).json()
+    assert [(c["conversation_id"], c["turns"], c["last_question"]) for c in listed["conversations"]] == [
+        (cid, 2, FOLLOW)  # the most recently continued first
+    ]
+    assert api.get("/api/conversations", params={"limit": 201}).status_code == 422  # bounded
+
+
+def test_the_stream_takes_and_returns_the_conversation(api: Api) -> None:
+    events = sse(api.post("/api/ask/stream", json={"question": FIRST}).text)
+    cid = events[-1][1]["conversation_id"]
+    events = sse(api.post("/api/ask/stream", json={"question": FOLLOW, "conversation_id": cid}).text)
+    assert events[-1][0] == "finish" and events[-1][1]["conversation_id"] == cid
+    (route,) = [d for e, d in events if e == "step" and d["name"] == Step.ROUTE]
+    assert route["details"]["follow_up"]["said"] == FOLLOW
+    assert len(api.get(f"/api/conversations/{cid}").json()["turns"]) == 2
+
+
+def test_an_unknown_conversation_is_a_404_on_every_route(api: Api) -> None:
+    for method, url, body in (
+        ("GET", "/api/conversations/conv_nope", None),
+        ("POST", "/api/ask", {"question": FOLLOW, "conversation_id": "conv_nope"}),
+        ("POST", "/api/ask/stream", {"question": FOLLOW, "conversation_id": "conv_nope"}),
+    ):
+        r = api.request(method, url, json=body)
+        assert r.status_code == 404, (url, r.text)
+        assert r.json() == {"error": "not_found", "message": "no conversation 'conv_nope' that you may read"}
+    assert api.post("/api/ask", json={"question": FOLLOW, "conversation_id": "../x"}).status_code == 422
+
+
+# -- sunlib chat -----------------------------------------------------------------------------
+
+CONV_LINE = re.compile(r"conversation (conv_[0-9a-f]+) \(resume with")
+
+
+def test_chat_keeps_one_conversation_and_quits_on_q(lib: Library) -> None:
+    r = sunlib("chat", "--vault", str(lib.vault), input=f"{FIRST}\n\n{FOLLOW}\n:q\n{OPS}\n")
+    assert r.returncode == 0, r.stderr
+    (cid,) = CONV_LINE.findall(r.stdout)  # printed once, when the first turn saved it
+    assert "[1]" in r.stdout and "citations" in r.stdout  # cited like `sunlib ask`
+    assert f"asked as: {FOLLOW} (" in r.stdout
+    turns = lib.conversation(cid).turns
+    assert [t.said for t in turns] == [FIRST, FOLLOW]  # the blank line is skipped; nothing after :q
+    resumed = sunlib("chat", "--vault", str(lib.vault), "--conversation", cid, input="what about its default?")
+    assert resumed.returncode == 0, resumed.stderr  # ended by end of input
+    assert f"resuming conversation {cid}: 2 turn(s)" in resumed.stdout
+    assert [t.said for t in lib.conversation(cid).turns] == [FIRST, FOLLOW, "what about its default?"]
+
+
+def test_chat_with_an_unknown_conversation_is_one_line(lib: Library) -> None:
+    r = sunlib("chat", "--vault", str(lib.vault), "--conversation", "conv_nope", input="hello\n")
+    assert r.returncode == 1
+    assert r.stderr == "error: no conversation 'conv_nope' that you may read\n"
+
+
+def test_chat_without_saving_keeps_the_turns_in_memory_only(lib: Library) -> None:
+    before = lib.store.list_conversations(("public",), limit=200)
+    r = sunlib("chat", "--vault", str(lib.vault), "--no-save", input=f"{FIRST}\n{FOLLOW}\n")
+    assert r.returncode == 0, r.stderr
+    assert f"asked as: {FOLLOW} (" in r.stdout  # the follow-up still had its history
+    assert "run not saved" in r.stdout and not CONV_LINE.search(r.stdout)
+    assert lib.store.list_conversations(("public",), limit=200) == before
+
+
+def test_chat_agentic_saves_the_loop_in_the_turn(lib: Library) -> None:
+    question = "How does BM25 search differ from dense search?"
+    r = sunlib("chat", "--vault", str(lib.vault), "--agentic", input=question)
+    assert r.returncode == 0, r.stderr
+    (cid,) = CONV_LINE.findall(r.stdout)
+    (turn,) = lib.conversation(cid).turns
+    assert Step.AGENT in {s["name"] for s in turn.run.trace["steps"]}
