@@ -363,6 +363,7 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
             check_expected(api.get("/api/notes").status_code == 401, "no token must be refused")
             runs: dict[str, frozenset[str]] = {}
             conversations: dict[str, list[frozenset[str]]] = {}  # id -> who asked each turn
+            streamed: dict[str, list[frozenset[str]]] = {}  # one-turn conversations of the stream
             chain: str | None = None  # one conversation continued by every caller who may read it
             for tok in tokens:
                 who, client = http_principals(tok), api.bearer(tok)
@@ -389,7 +390,7 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                     for event, payload in events:
                         check_clean(vault, who, payload, f"SSE {event}", q)
                     runs[events[-1][1]["run_id"]] = who
-                    conversations[events[-1][1]["conversation_id"]] = [who]
+                    streamed[events[-1][1]["conversation_id"]] = [who]  # listed, not read one by one
                 # the notes listing is exactly the visible notes; reading an invisible one is a 404
                 r = client.get("/api/notes", params={"limit": 500})
                 assert r.status_code == 200, r.text
@@ -421,7 +422,7 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                     )
                     if r.status_code == 200:
                         check_clean(vault, reader, r.json(), "GET /api/runs/{id}", r.json()["question"])
-                check_conversations(client, vault, reader, tok, conversations)
+                check_conversations(client, vault, reader, tok, conversations, streamed)
         finally:
             lib.close()
 
@@ -436,13 +437,19 @@ def refused_to_continue(client: Any, vault: Vault, who: frozenset[str], chain: s
 
 
 def check_conversations(
-    client: Any, vault: Vault, reader: frozenset[str], tok: str, conversations: dict[str, list[frozenset[str]]]
+    client: Any,
+    vault: Vault,
+    reader: frozenset[str],
+    tok: str,
+    conversations: dict[str, list[frozenset[str]]],
+    streamed: dict[str, list[frozenset[str]]],
 ) -> None:
     """/api/conversations lists exactly those whose every run the reader may read; any other is a 404."""
     r = client.get("/api/conversations", params={"limit": 200})
     assert r.status_code == 200, r.text
     listed = {c["conversation_id"] for c in r.json()["conversations"]}
-    expected = {cid for cid, asked in conversations.items() if all(readable(w, reader) for w in asked)}
+    everyone = {**conversations, **streamed}
+    expected = {cid for cid, asked in everyone.items() if all(readable(w, reader) for w in asked)}
     check_expected(listed == expected, f"/api/conversations as {tok}: {listed} != {expected}")
     check_clean(
         vault,
