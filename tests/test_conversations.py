@@ -9,6 +9,7 @@ conversations, so they do not see each other's turns).
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from collections.abc import Iterator
@@ -89,6 +90,26 @@ def test_an_unsaved_turn_reads_the_conversation_and_writes_nothing(lib: Library)
     assert lib.store.get_run(unsaved.run_id, ("public",)) is None
     assert lib.ask(FIRST, save=False).conversation_id is None  # no new conversation either
     assert lib.store.list_conversations(("public",), limit=200) == before
+
+
+def test_a_caller_that_keeps_its_own_conversation_stores_none(lib: Library) -> None:
+    from sunlib.contracts import Turn
+
+    before = lib.store.list_conversations(("public",), limit=200)
+    kept = lib.ask(FIRST, start_conversation=False)  # /v1 and the MCP tools
+    assert kept.conversation_id is None and lib.store.get_run(kept.run_id, ("public",)) is not None
+    sent = lib.ask(FOLLOW, history=[Turn("user", FIRST)])  # a chat client's own history
+    assert sent.conversation_id is None and "follow_up" in route_details(sent.trace.steps)
+    assert lib.store.list_conversations(("public",), limit=200) == before
+
+
+def test_sunlib_ask_names_its_conversation(lib: Library) -> None:
+    r = sunlib("ask", FIRST, "--vault", str(lib.vault), "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert [t.run.run_id for t in lib.conversation(data["conversation_id"]).turns] == [data["run_id"]]
+    r = sunlib("ask", FIRST, "--vault", str(lib.vault))
+    assert "follow up with: sunlib chat --conversation conv_" in r.stdout
 
 
 def test_a_turn_asked_as_more_principals_hides_the_conversation_from_fewer(lib: Library) -> None:

@@ -304,6 +304,7 @@ class Library:
         history: Sequence[Turn] = (),
         agentic: bool | None = None,
         conversation_id: str | None = None,
+        start_conversation: bool = True,
     ) -> AskResult:
         """A cited answer or a refusal with its reason; the run is saved in the index. ``history``:
         the conversation's earlier turns (an obvious follow-up is asked standalone). ``agentic``:
@@ -314,7 +315,7 @@ class Library:
         next turn (a new conversation when none was given) and ``result.conversation_id`` names
         it. Nothing is stored, and ``conversation_id`` is None, when the run is not saved
         (``save=False``, ``[answer] save_runs = false``) or when the caller keeps the conversation
-        itself (``history`` given)."""
+        itself (``history`` given, or ``start_conversation=False``: /v1 and the MCP tools)."""
         from .answer.conversation import history_of, new_conversation_id
 
         who = tuple(principals if principals is not None else self.settings.search.principals)
@@ -324,7 +325,7 @@ class Library:
             history = history_of(self.conversation(conversation_id, who))
         result = self.asker.ask(question, filters, who, listener, on_token, save, history, agentic)
         keep = self.settings.answer.save_runs if save is None else save
-        if not keep or (history and conversation_id is None):
+        if not keep or (conversation_id is None and (history or not start_conversation)):
             return result
         said = question.strip()
         standalone = result.frame.question if result.frame.question != said else None

@@ -534,7 +534,7 @@
       if (d.verdict) parts.push(`verdict: ${d.verdict}`);
     } else if (Array.isArray(d.transitions)) {
       if (Array.isArray(d.sub_questions)) parts.push(`${d.sub_questions.length} sub-question(s)`);
-      if (typeof d.retrievals === "number") parts.push(`${d.retrievals} retrieval(s)`);
+      if (typeof d.retrievals === "number") parts.push(d.retrievals === 1 ? "1 retrieval" : `${d.retrievals} retrievals`);
       parts.push(d.stopped_by ? `stopped by ${d.stopped_by}` : "no cap reached");
     }
     return parts.length ? el("span", { class: "step-caption", text: parts.join(" · ") }) : null;
