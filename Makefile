@@ -51,7 +51,7 @@ test: lint typecheck unit
 # The README's pictures: the browser test, saving its screenshots into docs/screenshots/ (the test
 # run of `make test` saves them in a temp folder and leaves the checkout clean).
 screenshots: install browser
-	SUNLIB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/test_web_e2e.py
+	SUNLIB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/test_web_e2e.py tests/test_web_conversations.py
 
 # Optional: the local GGUF writer (not part of `make test`; builds llama.cpp from source).
 llama: install

@@ -28,16 +28,21 @@ _RUNNER = CliRunner()
 
 
 def sunlib(
-    *args: str, env: Mapping[str, str | None] | None = None, cwd: Path | None = None, timeout: float = 300
+    *args: str,
+    env: Mapping[str, str | None] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 300,
+    input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run the ``sunlib`` command line on ARGS in this process, with extra environment variables
     (a None value unsets one) for the duration of the run.
 
     The same entry point as ``python -m sunlib`` (``sunlib.cli.main``: its one-line errors and
-    exit codes), with stdin empty and stdout/stderr captured, minus the interpreter start-up.
-    ``timeout`` is accepted for the subprocess client's signature; it is not enforced here.
+    exit codes), with stdin empty (or ``input``, piped) and stdout/stderr captured, minus the
+    interpreter start-up. ``timeout`` is accepted for the subprocess client's signature; it is
+    not enforced here.
     """
-    with _RUNNER.isolation(env=env) as (stdout, stderr, _), _columns(env), _cwd(cwd):
+    with _RUNNER.isolation(input=input, env=env) as (stdout, stderr, _), _columns(env), _cwd(cwd):
         try:
             main(list(args))
             code = 0

@@ -11,7 +11,7 @@ import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -152,3 +152,35 @@ def chat_server() -> Iterator[ChatServer]:
         yield state
     finally:
         stop()
+
+
+# -- the browser (tests/test_web_e2e.py, tests/test_web_conversations.py) ----------------------
+
+CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else shutil.which("chromium")
+VIEWPORT = {"width": 1280, "height": 800}
+PAGE_TIMEOUT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's chromium, headless, driven by playwright (never a downloaded browser); one per module."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (/usr/bin/chromium): the web UI test needs it")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page; the test fails when the page raised a JavaScript error."""
+    context = browser.new_context(viewport=VIEWPORT)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.set_default_timeout(PAGE_TIMEOUT_MS)
+    yield pg
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"

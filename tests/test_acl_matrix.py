@@ -6,14 +6,17 @@ public/team/ops/hr, no ``acl`` line = the default ``["public"]``, ``acl: []`` = 
 and plants a unique secret codeword (``zq...x``) in each note's title and text. For a
 random caller it then checks every surface -- ``Library.search`` (bm25, dense, hybrid),
 ``Library.ask`` (frame and trace, with neighbour expansion forced on), stored runs, and
-the HTTP API (search, ask, the SSE stream, notes list/read, runs list/read) -- for:
+the HTTP API (search, ask, the SSE stream, notes list/read, runs list/read, conversations
+list/read) -- for:
 
 - no codeword, note_id, chunk_id or path of a note the caller cannot see, anywhere in the
   JSON the surface returns (a codeword the caller typed in its own query is exempt: it is
   echoed back);
 - every ``note_id``/``chunk_id`` field in that JSON belongs to a note the caller can see;
 - the notes listing shows exactly the visible notes; reading an invisible one is a 404;
-- a run asked as P is readable (store and HTTP) exactly by principal sets holding all of P.
+- a run asked as P is readable (store and HTTP) exactly by principal sets holding all of P;
+- a conversation is readable (listed, read, continued) exactly by principal sets that may read
+  every one of its runs; anyone else gets a 404.
 
 Counters of generated cases, checks and leaks are kept at module level; with
 ``SUNLIB_ACL_REPORT`` set, a JSON summary is written there when the module finishes.
@@ -347,7 +350,8 @@ def test_library_surfaces_respect_acl(data: st.DataObject, specs: tuple[NoteSpec
 @PROPERTY
 @given(data=st.data(), specs=vault_specs(), tokens=st.lists(token, min_size=1, max_size=2, unique=True))
 def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...], tokens: list[str]) -> None:
-    """/api/search, /api/ask, /api/ask/stream, /api/notes(/id), /api/runs(/id) per bearer token."""
+    """/api/search, /api/ask, /api/ask/stream, /api/notes(/id), /api/runs(/id), /api/conversations(/id)
+    per bearer token."""
     STATS["generated_cases"] += 1
     qs = data.draw(queries(specs), label="queries")
     with tempfile.TemporaryDirectory() as tmp:
@@ -358,6 +362,9 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
             api = Api(create_app(lib))
             check_expected(api.get("/api/notes").status_code == 401, "no token must be refused")
             runs: dict[str, frozenset[str]] = {}
+            conversations: dict[str, list[frozenset[str]]] = {}  # id -> who asked each turn
+            streamed: dict[str, list[frozenset[str]]] = {}  # one-turn conversations of the stream
+            chain: str | None = None  # one conversation continued by every caller who may read it
             for tok in tokens:
                 who, client = http_principals(tok), api.bearer(tok)
                 for q in qs:
@@ -365,12 +372,17 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                         r = client.post("/api/search", json={"query": q, "mode": m, "limit": 20})
                         assert r.status_code == 200, r.text
                         check_clean(vault, who, r.json(), f"POST /api/search[{m}]", q)
-                    r = client.post("/api/ask", json={"question": q})
+                    if chain is not None and not all(readable(w, who) for w in conversations[chain]):
+                        refused_to_continue(client, vault, who, chain, q)
+                        chain = None
+                    r = client.post("/api/ask", json={"question": q, "conversation_id": chain})
                     assert r.status_code == 200, r.text
                     body = r.json()
                     check_clean(vault, who, body, "POST /api/ask", q)
                     count_expansion(body["trace"])
                     runs[body["run_id"]] = who
+                    chain = body["conversation_id"]
+                    conversations.setdefault(chain, []).append(who)
                     r = client.post("/api/ask/stream", json={"question": q})
                     assert r.status_code == 200, r.text
                     events = sse(r.text)
@@ -378,6 +390,7 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                     for event, payload in events:
                         check_clean(vault, who, payload, f"SSE {event}", q)
                     runs[events[-1][1]["run_id"]] = who
+                    streamed[events[-1][1]["conversation_id"]] = [who]  # listed, not read one by one
                 # the notes listing is exactly the visible notes; reading an invisible one is a 404
                 r = client.get("/api/notes", params={"limit": 500})
                 assert r.status_code == 200, r.text
@@ -409,8 +422,52 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                     )
                     if r.status_code == 200:
                         check_clean(vault, reader, r.json(), "GET /api/runs/{id}", r.json()["question"])
+                check_conversations(client, vault, reader, tok, conversations, streamed)
         finally:
             lib.close()
+
+
+def refused_to_continue(client: Any, vault: Vault, who: frozenset[str], chain: str, q: str) -> None:
+    """A conversation one of whose runs the caller may not read cannot be continued: a 404 on
+    both ask routes (before any run), its body clean. The caller then starts a new one."""
+    for route in ("/api/ask", "/api/ask/stream"):
+        r = client.post(route, json={"question": q, "conversation_id": chain})
+        check_expected(r.status_code == 404, f"{route} in a hidden conversation as {sorted(who)}: {r.status_code}")
+        check_clean(vault, who, r.text, f"{route} (404 body)", q)
+
+
+def check_conversations(
+    client: Any,
+    vault: Vault,
+    reader: frozenset[str],
+    tok: str,
+    conversations: dict[str, list[frozenset[str]]],
+    streamed: dict[str, list[frozenset[str]]],
+) -> None:
+    """/api/conversations lists exactly those whose every run the reader may read; any other is a 404."""
+    r = client.get("/api/conversations", params={"limit": 200})
+    assert r.status_code == 200, r.text
+    listed = {c["conversation_id"] for c in r.json()["conversations"]}
+    everyone = {**conversations, **streamed}
+    expected = {cid for cid, asked in everyone.items() if all(readable(w, reader) for w in asked)}
+    check_expected(listed == expected, f"/api/conversations as {tok}: {listed} != {expected}")
+    check_clean(
+        vault,
+        reader,
+        r.json(),
+        "GET /api/conversations",
+        " ".join(c["last_question"] for c in r.json()["conversations"]),
+    )
+    for cid, asked in conversations.items():
+        r = client.get(f"/api/conversations/{cid}")
+        check_expected(
+            r.status_code == (200 if cid in expected else 404),
+            f"/api/conversations/{{id}} asked as {[sorted(w) for w in asked]} read as {tok}: {r.status_code}",
+        )
+        if r.status_code == 200:
+            turns = r.json()["turns"]
+            check_expected(len(turns) == len(asked), f"{cid}: {len(turns)} turns, {len(asked)} asked")
+            check_clean(vault, reader, r.json(), "GET /api/conversations/{id}", " ".join(t["question"] for t in turns))
 
 
 # -- limit cases ------------------------------------------------------------------------------

@@ -561,7 +561,7 @@ def test_schemathesis_finds_no_new_server_errors(tmp_path: Path) -> None:
         sys.path.remove(str(ROOT / "benchmarks"))
     with fuzz_api.live_server(tmp_path / "crash") as base:
         result = fuzz_api.run_schemathesis(base, "crash", "not_a_server_error", 10, 7, tmp_path)
-    assert result.operations_tested == result.operations == 25, result.summary  # 5 /api/evals, 2 /api/index/files
+    assert result.operations_tested == result.operations == 27, result.summary  # 5 /api/evals, 2 /api/conversations
     assert result.test_cases > 100 and not result.errors, result.summary
     new = [f.line() for f in result.failures if (f.operation, f.body) not in KNOWN_SERVER_ERRORS]
     assert not new, new

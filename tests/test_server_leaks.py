@@ -216,7 +216,7 @@ def test_a_500_keeps_the_connection_open(hash_library: Library) -> None:
 
 # -- 7. no row id, and nothing a hidden write moves, in a public caller's trace --------------
 
-VOLATILE = ("ms", "latency", "seconds", "created_at", "run_id", "trace_saved", "started", "finished")
+VOLATILE = ("ms", "latency", "seconds", "created_at", "run_id", "conversation_id", "trace_saved", "started", "finished")
 
 
 def _stable(value: Any) -> Any:

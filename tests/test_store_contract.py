@@ -315,6 +315,49 @@ def test_a_run_is_read_back_whole_by_those_who_hold_its_principals(store: Store)
     assert [r.run_id for r in store.list_runs(("ops", "public"), limit=1, offset=1)] == ["run_a"]
 
 
+# -- conversations -----------------------------------------------------------------------------
+
+
+def test_a_conversation_keeps_its_turns_in_order_with_their_runs(make: Callable[[str], Store]) -> None:
+    store = make("db")
+    for run_id, at in (("run_1", 1.0), ("run_2", 2.0)):
+        store.save_run(_run(run_id, ("public",), at))
+    assert store.add_turn("conv_a", "run_1", "What is X?", None, 1.0) == 1
+    assert store.add_turn("conv_a", "run_2", "and its default?", "and its default? (X)", 2.0) == 2
+    conv = store.get_conversation("conv_a", ("public",))
+    assert conv is not None and (conv.conversation_id, conv.created_at, conv.updated_at) == ("conv_a", 1.0, 2.0)
+    assert [(t.position, t.said, t.standalone) for t in conv.turns] == [
+        (1, "What is X?", None),
+        (2, "and its default?", "and its default? (X)"),
+    ]
+    assert conv.turns[1].run == _run("run_2", ("public",), 2.0)  # the run whole: frame and trace
+    assert store.get_conversation("conv_missing", ("public",)) is None
+
+
+def test_a_conversation_is_readable_only_by_those_who_may_read_every_run(make: Callable[[str], Store]) -> None:
+    store = make("db")
+    store.save_run(_run("run_pub", ("public",), 1.0))
+    store.save_run(_run("run_ops", ("ops", "public"), 2.0))
+    store.save_run(_run("run_solo", ("public",), 3.0))
+    store.add_turn("conv_mixed", "run_pub", "first", None, 1.0)
+    store.add_turn("conv_mixed", "run_ops", "second, asked as ops", None, 2.0)
+    store.add_turn("conv_public", "run_solo", "alone", None, 3.0)
+    # one run public may not read hides the whole conversation (and its turn count) from public
+    assert store.get_conversation("conv_mixed", ("public",)) is None
+    assert [c.conversation_id for c in store.list_conversations(("public",))] == ["conv_public"]
+    mixed = store.get_conversation("conv_mixed", ("ops", "public"))
+    assert mixed is not None and [t.run.run_id for t in mixed.turns] == ["run_pub", "run_ops"]
+    listed = store.list_conversations(("ops", "public"))
+    assert [(c.conversation_id, c.turns, c.first_question, c.last_question) for c in listed] == [
+        ("conv_public", 1, "alone", "alone"),  # the most recently continued first
+        ("conv_mixed", 2, "first", "second, asked as ops"),
+    ]
+    assert [c.conversation_id for c in store.list_conversations(("ops", "public"), limit=1, offset=1)] == ["conv_mixed"]
+    # a turn whose run is not in the index counts as unreadable
+    store.add_turn("conv_public", "run_never_saved", "lost", None, 4.0)
+    assert store.get_conversation("conv_public", ("ops", "public")) is None
+
+
 # -- rebuild and crash -------------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from sunlib.server import create_app
 
 OPERATIONS = {  # the API's operations today; one added later is checked below like these
     *("POST /api/search", "POST /api/ask", "POST /api/ask/stream", "GET /api/runs", "GET /api/runs/{run_id}"),
+    *("GET /api/conversations", "GET /api/conversations/{conversation_id}"),
     *("GET /api/index/status", "POST /api/index/rebuild", "GET /api/index/jobs/{job_id}"),
     *("POST /api/benchmarks/rag/runs", "GET /api/benchmarks/rag/runs/{run_id}"),
     "GET /api/benchmarks/rag/runs/{run_id}/events",
@@ -102,7 +103,12 @@ def test_response_models_keep_the_bodies(app: FastAPI, hash_library: Library) ->
     asked = api.post("/api/ask", json={"question": question}).json()
     result = hash_library.ask(question)
     assert _keys(asked) == _keys(
-        {**to_jsonable(result.frame), "run_id": result.run_id, "trace": to_jsonable(result.trace)}
+        {
+            **to_jsonable(result.frame),
+            "run_id": result.run_id,
+            "conversation_id": result.conversation_id,
+            "trace": to_jsonable(result.trace),
+        }
     )
     assert asked["answer"] == result.frame.answer
     run = api.get(f"/api/runs/{asked['run_id']}").json()

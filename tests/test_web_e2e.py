@@ -13,7 +13,6 @@ injection test indexes its own tiny vault with the hash embedder, so nothing sha
 from __future__ import annotations
 
 import re
-import shutil
 import socket
 import threading
 import time
@@ -27,6 +26,7 @@ import pytest
 import uvicorn
 
 from clients import screenshot_dir
+from conftest import CHROMIUM
 from llm_server import ChatServer
 from llm_server import Script as LLMScript
 from llm_server import sources as llm_sources
@@ -38,17 +38,14 @@ from sunlib.answer.stages import Round
 from sunlib.server.app import WEB_DIR, create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 
-CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else shutil.which("chromium")
 if CHROMIUM is None:
     pytest.skip("chromium is not installed (/usr/bin/chromium): the web UI test needs it", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
 SCREENSHOTS = screenshot_dir()
-VIEWPORT = {"width": 1280, "height": 800}
 STEPS = list(ASK_STEPS)  # the default run chain, from the registry
 CITED_Q = "What is the SUNLIB_HOME environment variable used for?"
 REFUSED_Q = "Which port does the sunlib web server listen on?"
-TIMEOUT_MS = 30_000
 
 
 @contextmanager
@@ -142,26 +139,6 @@ def streaming_server(tmp_path_factory: pytest.TempPathFactory, llm: ChatServer) 
             yield url
     finally:
         lib.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=VIEWPORT)
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.set_default_timeout(TIMEOUT_MS)
-    yield pg
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
 
 
 def shot(page: Any, name: str) -> None:

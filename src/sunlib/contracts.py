@@ -366,6 +366,7 @@ class AskResult:
     route: RouteDecision | None = None
     selection: Selection | None = None
     verification: Verification | None = None
+    conversation_id: str | None = None  # the conversation this turn was saved into; None: not saved
 
     @property
     def gate(self) -> GateDecision | None:

@@ -5,6 +5,7 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
 
     SunlibError
     ├── UserError            the caller's mistake: bad option, bad path, bad query filter
+    │   ├── NotFound         no such thing the caller may read (a conversation id); HTTP 404
     │   └── ConfigError      an invalid setting in sunlib.toml or SUNLIB_* env
     │       └── UnsupportedCapability  a chat model was asked for JSON mode or tools it lacks
     ├── IndexError_          the index is missing, from a newer version, or unusable
@@ -29,6 +30,12 @@ class SunlibError(Exception):
 
 class UserError(SunlibError):
     code = "bad_request"
+
+
+class NotFound(UserError):
+    """Missing and not readable by the caller look the same (never a 403, never a count)."""
+
+    code = "not_found"
 
 
 class ConfigError(UserError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .compose import Shared, ThreadStores
 from .config import Settings, load_settings, merge
 from .contracts import AskResult, SearchFilters, SearchResult, Turn
-from .errors import UserError
+from .errors import NotFound, UserError
 from .freshness import Freshness, FreshRead, fresh_read
 from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
@@ -31,7 +32,7 @@ from .providers import Embedder, create_embedder
 from .providers.chat import ChatModel
 from .providers.registry import chat_model_names, create_chat_model
 from .retrieve import SearchEngine, SearchRequest
-from .store import Reconciled, Space, SqliteStore
+from .store import ConversationRecord, Reconciled, Space, SqliteStore
 from .store.lock import IndexerLock, OnWait, indexer_lock
 from .trace import Listener, Tracer
 
@@ -302,11 +303,44 @@ class Library:
         save: bool | None = None,
         history: Sequence[Turn] = (),
         agentic: bool | None = None,
+        conversation_id: str | None = None,
+        start_conversation: bool = True,
     ) -> AskResult:
         """A cited answer or a refusal with its reason; the run is saved in the index. ``history``:
         the conversation's earlier turns (an obvious follow-up is asked standalone). ``agentic``:
-        True/False forces the agentic loop or the single shot; None follows ``[answer] mode``."""
-        return self.asker.ask(question, filters, principals, listener, on_token, save, history, agentic)
+        True/False forces the agentic loop or the single shot; None follows ``[answer] mode``.
+
+        ``conversation_id``: a saved conversation whose turns are the history; ``NotFound`` when it
+        does not exist or the principals may not read it. A saved run becomes the conversation's
+        next turn (a new conversation when none was given) and ``result.conversation_id`` names
+        it. Nothing is stored, and ``conversation_id`` is None, when the run is not saved
+        (``save=False``, ``[answer] save_runs = false``) or when the caller keeps the conversation
+        itself (``history`` given, or ``start_conversation=False``: /v1 and the MCP tools)."""
+        from .answer.conversation import history_of, new_conversation_id
+
+        who = tuple(principals if principals is not None else self.settings.search.principals)
+        if conversation_id is not None:
+            if history:
+                raise UserError("give the earlier turns as history or as a conversation_id, not both")
+            history = history_of(self.conversation(conversation_id, who))
+        result = self.asker.ask(question, filters, who, listener, on_token, save, history, agentic)
+        keep = self.settings.answer.save_runs if save is None else save
+        if not keep or (conversation_id is None and (history or not start_conversation)):
+            return result
+        said = question.strip()
+        standalone = result.frame.question if result.frame.question != said else None
+        cid = conversation_id or new_conversation_id()
+        self.store.add_turn(cid, result.run_id, said, standalone, time.time())
+        return dataclasses.replace(result, conversation_id=cid)
+
+    def conversation(self, conversation_id: str, principals: Sequence[str] | None = None) -> ConversationRecord:
+        """A saved conversation with its turns in order. ``NotFound`` when it does not exist or
+        one of its runs is not readable by the principals (the two look the same)."""
+        who = tuple(principals if principals is not None else self.settings.search.principals)
+        found = self.store.get_conversation(conversation_id, who)
+        if found is None:
+            raise NotFound(f"no conversation {conversation_id!r} that you may read")
+        return found
 
     def calibrate(
         self,

@@ -15,15 +15,21 @@ about. This is the small seam for that (a full rewrite stage, with an LLM, is la
     most ``MAX_CONTEXT_WORDS`` of them.
 
 Without earlier turns nothing is computed, so a single question runs exactly as before.
+
+A saved conversation (``Library.ask(..., conversation_id=...)``, the store's conversations)
+gives its turns back as that history: ``history_of`` reads each turn's message as the user
+typed it and its answer, so the rule above sees the same turns a chat client would send.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable, Sequence
 from itertools import groupby
 
 from ..contracts import FollowUp, Turn
+from ..store import ConversationRecord
 from ..text import content_terms, is_cjk
 from .router import RuleRouter
 
@@ -42,6 +48,23 @@ _ANAPHORS_ZH = ("它", "它们", "这个", "那个", "其", "该", "这些", "�
 _WORD = re.compile(r"[\w'’]+")
 
 Known = Callable[[Sequence[str]], bool]  # do any of these term names occur in a visible chunk?
+
+
+def new_conversation_id() -> str:
+    """A fresh conversation id: 64 random bits, so ids cannot be guessed or enumerated."""
+    return f"conv_{secrets.token_hex(8)}"
+
+
+def history_of(conversation: ConversationRecord) -> tuple[Turn, ...]:
+    """A saved conversation's turns as the history of its next message: each turn's message as
+    typed (not its standalone form: ``follow_up`` folds earlier follow-ups itself), then its answer."""
+    turns: list[Turn] = []
+    for turn in conversation.turns:
+        turns.append(Turn("user", turn.said))
+        answer = turn.run.frame.get("answer")
+        if isinstance(answer, str) and answer:
+            turns.append(Turn("assistant", answer))
+    return tuple(turns)
 
 
 def follow_up(message: str, history: Sequence[Turn], known: Known) -> FollowUp | None:

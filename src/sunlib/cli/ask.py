@@ -81,12 +81,18 @@ def ask(
             sys.stdout.write("\n\n")
     if as_json:
         # an unsaved run has no id `sunlib runs show` could find: none is printed
-        data: dict[str, Any] = {**to_jsonable(result.frame), "run_id": result.run_id if save else None}
+        data: dict[str, Any] = {
+            **to_jsonable(result.frame),
+            "run_id": result.run_id if save else None,
+            "conversation_id": result.conversation_id,
+        }
         if explain:
             data["trace"] = to_jsonable(result.trace)
         print_json(data)
     else:
         print_answer(result, saved=save)
+        if result.conversation_id is not None:
+            out.print(f"[dim]follow up with: sunlib chat --conversation {result.conversation_id}[/]")
         if explain:
             print_trace(result.trace, saved=save)
     if result.frame.refused:

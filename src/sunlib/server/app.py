@@ -142,9 +142,25 @@ def create_app(library: Library, watch: bool = False) -> FastAPI:
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    from . import routes_evals, routes_files, routes_index, routes_notes, routes_query, routes_runs
+    from . import (
+        routes_conversations,
+        routes_evals,
+        routes_files,
+        routes_index,
+        routes_notes,
+        routes_query,
+        routes_runs,
+    )
 
-    for module in (routes_query, routes_runs, routes_index, routes_files, routes_notes, routes_evals):
+    for module in (
+        routes_query,
+        routes_runs,
+        routes_conversations,
+        routes_index,
+        routes_files,
+        routes_notes,
+        routes_evals,
+    ):
         app.include_router(module.router)
     from .routes_openai import create_v1
 

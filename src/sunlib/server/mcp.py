@@ -191,7 +191,9 @@ class SunlibTools:
         reason code and the sentence to show the user: report it instead of answering yourself."""
         principals = self.principals(ctx)
         with _tool_errors(), self.state.asks.track():
-            result = self.state.library.ask(question, (filters or Filters()).contract(), principals)
+            result = self.state.library.ask(
+                question, (filters or Filters()).contract(), principals, start_conversation=False
+            )  # one question a tool call: the run is saved, in no conversation
         frame = result.frame
         refusal = None
         if frame.refused:

@@ -248,7 +248,9 @@ async def chat_completions(
     prompt = [m.text() for m in body.messages]
 
     def run(listener: Listener | None, on_token: Callable[[str], None] | None) -> AskResult:
-        return state.library.ask(question, None, principals, listener=listener, on_token=on_token, history=history)
+        return state.library.ask(
+            question, None, principals, listener=listener, on_token=on_token, history=history, start_conversation=False
+        )  # the client keeps the conversation: none is stored
 
     if not body.stream:
         result = await _in_thread(state, run)

@@ -10,6 +10,7 @@ from contextlib import aclosing
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from sse_starlette.sse import EventSourceResponse
 
 from ..contracts import AskResult, StepTrace, to_jsonable
@@ -43,11 +44,14 @@ def frame_json(result: AskResult) -> dict[str, Any]:
 
 @router.post("/ask", response_model=AskOut)
 def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
-    """The AnswerFrame (cited answer or refusal with its reason), its run_id and the run chain."""
+    """The AnswerFrame (cited answer or refusal with its reason), its run_id, its conversation_id
+    (send it with a follow-up) and the run chain."""
     state = request.app.state.sunlib
     with state.asks.track():
-        result = state.library.ask(req.question, req.filters.contract(), principals, agentic=req.agentic)
-    return {**frame_json(result), "trace": to_jsonable(result.trace)}
+        result = state.library.ask(
+            req.question, req.filters.contract(), principals, agentic=req.agentic, conversation_id=req.conversation_id
+        )
+    return {**frame_json(result), "conversation_id": result.conversation_id, "trace": to_jsonable(result.trace)}
 
 
 @router.get("/steps", response_model=StepsOut)
@@ -151,6 +155,7 @@ def api_events(kind: str, data: Any) -> list[tuple[str, Any]]:
         "refusals": to_jsonable(frame.refusals),
         "unsupported": frame.unsupported,
         "run_id": result.run_id,
+        "conversation_id": result.conversation_id,
         "total_ms": result.trace.total_ms,
     }
     return [("citations", citations), ("finish", finish)]
@@ -162,13 +167,22 @@ async def ask_stream(
 ) -> EventSourceResponse:
     """Server-sent events, in order: ``step`` per pipeline step as it completes (with its span_id,
     parent_id and iteration), ``context_built`` after the context, ``token`` deltas while the writer
-    writes, ``citations``, then ``finish`` (confidence, refused, refusal_reason, refusals, run_id).
-    On failure: ``error``. A client that disconnects stops the run."""
+    writes, ``citations``, then ``finish`` (confidence, refused, refusal_reason, refusals, run_id,
+    conversation_id). On failure: ``error``; an unknown ``conversation_id`` is a 404 before the
+    stream starts. A client that disconnects stops the run."""
     state = request.app.state.sunlib
+    if req.conversation_id is not None:  # NotFound: a 404 answer, not an event in a 200 stream
+        await run_in_threadpool(state.library.conversation, req.conversation_id, principals)
 
     def run(listener: Listener, on_token: Callable[[str], None]) -> AskResult:
         return state.library.ask(
-            req.question, req.filters.contract(), principals, listener=listener, on_token=on_token, agentic=req.agentic
+            req.question,
+            req.filters.contract(),
+            principals,
+            listener=listener,
+            on_token=on_token,
+            agentic=req.agentic,
+            conversation_id=req.conversation_id,
         )
 
     async def events() -> AsyncIterator[dict[str, str]]:

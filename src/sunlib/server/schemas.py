@@ -62,6 +62,14 @@ class AskBody(BaseModel):
         description="true: the agentic loop (sub-questions, follow-up rounds, part-by-part fallback); "
         "false: one shot; null: as [answer] mode says",
     )
+    conversation_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="continue this conversation (its turns are the history of a follow-up; 404 when it does "
+        "not exist or you may not read it); null starts a new one",
+    )
 
 
 class RagRunBody(BaseModel):
@@ -221,7 +229,49 @@ class FrameOut(Out):
 
 class AskOut(FrameOut):
     run_id: str
+    conversation_id: str | None = Field(
+        description="the conversation this turn was saved into (send it with the next question); "
+        "null when the server does not save runs"
+    )
     trace: TraceOut
+
+
+class TurnOut(Out):
+    """One turn of a conversation: what was typed, the standalone question it was asked as, and
+    its saved run's answer (the whole run: GET /api/runs/{run_id})."""
+
+    position: int
+    question: str = Field(description="the message as the user typed it")
+    standalone: str | None = Field(description="the follow-up rewrite the pipeline ran on; null: none")
+    run_id: str
+    created_at: float
+    answer: str
+    refused: bool
+    refusal_reason: str | None
+    citations: list[CitationOut]
+    sources: list[SourceCardOut]
+
+
+class ConversationOut(Out):
+    conversation_id: str
+    created_at: float
+    updated_at: float
+    turns: list[TurnOut]
+
+
+class ConversationSummaryOut(Out):
+    conversation_id: str
+    created_at: float
+    updated_at: float = Field(description="when its newest turn was asked")
+    turns: int
+    first_question: str
+    last_question: str
+
+
+class ConversationsOut(Out):
+    conversations: list[ConversationSummaryOut]
+    limit: int
+    offset: int
 
 
 class RunSummaryOut(Out):

@@ -5,6 +5,9 @@ from .connection import connect, versions
 from .memory import MatrixCache, NumpyVectors
 from .protocols import (
     ChunkRow,
+    ConversationRecord,
+    ConversationSummary,
+    ConversationTurn,
     Counts,
     DocumentStore,
     LexicalIndex,
@@ -30,6 +33,9 @@ from .vectors import SqliteVectors
 __all__ = [
     "DENSE_ENGINES",
     "ChunkRow",
+    "ConversationRecord",
+    "ConversationSummary",
+    "ConversationTurn",
     "Counts",
     "DocumentStore",
     "LexicalIndex",

@@ -124,6 +124,27 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     INSERT OR IGNORE INTO meta(key, value) VALUES('index_uuid', lower(hex(randomblob(16))));
     """,
     _stamp_existing_vectors,
+    # 5: conversations. A conversation is an id and its turns in order; each turn is one saved
+    # ask run plus what the user typed (the run's question is the standalone form the pipeline
+    # ran on) and, when the follow-up rule rewrote it, that standalone question. Who may read a
+    # conversation follows from its runs (store/documents.py), so no principal is stored here.
+    """
+    CREATE TABLE conversations (
+        conversation_id TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL         -- the newest turn's time: lists are newest first
+    );
+    CREATE INDEX conversations_updated ON conversations(updated_at);
+    CREATE TABLE conversation_turns (
+        conversation_id TEXT NOT NULL REFERENCES conversations(conversation_id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,       -- 1, 2, ... in the order the turns were asked
+        run_id TEXT NOT NULL,            -- runs.run_id of the turn's saved run
+        said TEXT NOT NULL,              -- the message as the user typed it
+        standalone TEXT,                 -- the follow-up rewrite the pipeline ran on, if any
+        PRIMARY KEY (conversation_id, position)
+    ) WITHOUT ROWID;
+    CREATE INDEX conversation_turns_run ON conversation_turns(run_id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -3,8 +3,8 @@
 Three protocols, one per concern, so a backend can implement one of them alone (a vector
 service beside SQLite's text, say):
 
-* ``DocumentStore``: notes, chunks, metadata, tags, ACL, runs and key-value meta. The text
-  is the source of truth; each chunk row carries a generation ``stamp``.
+* ``DocumentStore``: notes, chunks, metadata, tags, ACL, runs, conversations and key-value
+  meta. The text is the source of truth; each chunk row carries a generation ``stamp``.
 * ``LexicalIndex``: BM25 over chunks, and the document frequencies of terms, under a
   ``Visibility``.
 * ``VectorIndex``: one set of vectors per embedding ``Space``: ``upsert``, ``delete``,
@@ -221,6 +221,41 @@ class RunRecord(RunSummary):
 
 
 @dataclass(frozen=True)
+class ConversationTurn:
+    """One turn of a conversation: its position (1, 2, ...), the message as the user typed it, the
+    standalone question the follow-up rule made of it (None: it stood on its own), and its run."""
+
+    position: int
+    said: str
+    standalone: str | None
+    run: RunRecord
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """One conversation as a list shows it: when it began, its newest turn, how many turns it has,
+    and the first and the newest message."""
+
+    conversation_id: str
+    created_at: float
+    updated_at: float
+    turns: int
+    first_question: str
+    last_question: str
+
+
+@dataclass(frozen=True)
+class ConversationRecord:
+    """A conversation whole: its turns in order. Readable only by principals that may read every
+    one of its runs (the runs rule applied to each turn)."""
+
+    conversation_id: str
+    created_at: float
+    updated_at: float
+    turns: tuple[ConversationTurn, ...]
+
+
+@dataclass(frozen=True)
 class Reconciled:
     """What ``reconcile`` did to one space."""
 
@@ -303,6 +338,22 @@ class DocumentStore(Protocol):
         self, principals: Sequence[str], limit: int = 20, offset: int = 0, kind: str | None = None
     ) -> list[RunSummary]: ...
     def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None: ...
+    # Conversations: ordered saved runs, readable by whoever may read every one of them.
+    def add_turn(self, conversation_id: str, run_id: str, said: str, standalone: str | None, at: float) -> int:
+        """Append a saved run as the next turn of a conversation (created by its first turn);
+        returns the turn's position (1, 2, ...)."""
+        ...
+
+    def get_conversation(self, conversation_id: str, principals: Sequence[str]) -> ConversationRecord | None:
+        """The conversation with its turns, or None when it does not exist or one of its runs is
+        not readable by the principals (the two look the same)."""
+        ...
+
+    def list_conversations(
+        self, principals: Sequence[str], limit: int = 20, offset: int = 0
+    ) -> list[ConversationSummary]:
+        """The conversations the principals may read, the most recently continued first."""
+        ...
 
 
 @runtime_checkable

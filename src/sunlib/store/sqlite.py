@@ -16,28 +16,29 @@ from typing import Any
 import apsw
 
 from ..errors import ConfigError
+from .conversations import SqliteConversations
 from .db import Db
 from .documents import SqliteDocuments
 from .errors import at_boundary
 from .lexical import SqliteLexical
 from .memory import NumpyVectors
-from .protocols import LexicalIndex, Reconciled, Space, VectorIndex
+from .protocols import DocumentStore, LexicalIndex, Reconciled, Space, VectorIndex
 from .vectors import SqliteVectors
 
 
-def _sqlite_vec(db: Db, documents: SqliteDocuments) -> VectorIndex:
+def _sqlite_vec(db: Db, documents: DocumentStore) -> VectorIndex:
     return SqliteVectors(db)
 
 
-def _numpy(db: Db, documents: SqliteDocuments) -> VectorIndex:
+def _numpy(db: Db, documents: DocumentStore) -> VectorIndex:
     return NumpyVectors(SqliteVectors(db), documents, db.identity())
 
 
-DENSE_ENGINES: dict[str, Callable[[Db, SqliteDocuments], VectorIndex]] = {"sqlite-vec": _sqlite_vec, "numpy": _numpy}
+DENSE_ENGINES: dict[str, Callable[[Db, DocumentStore], VectorIndex]] = {"sqlite-vec": _sqlite_vec, "numpy": _numpy}
 
 
 @at_boundary
-class SqliteStore(SqliteDocuments):
+class SqliteStore(SqliteDocuments, SqliteConversations):
     def __init__(self, path: Path | str, dense_engine: str = "sqlite-vec") -> None:
         make = DENSE_ENGINES.get(dense_engine)
         if make is None:

@@ -261,7 +261,9 @@
   askForm.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const q = question.value.trim();
-    if (q) ask(q);
+    if (!q) return;
+    question.value = ""; // the question stays on the page, above its answer; the box is for the next one
+    ask(q);
   });
 
   /** The state of the answer on screen (streamed or loaded from a saved run). */
@@ -276,6 +278,9 @@
     answer.setAttribute("aria-busy", "true");
     setBadge(label, "busy");
     $("#answer-meta").textContent = "";
+    $("#answer-question").textContent = "";
+    $("#answer-standalone").hidden = true;
+    $("#answer-standalone").textContent = "";
     $("#refusal").hidden = true;
     $("#refusal-reason").textContent = "";
     clear($("#answer-text"));
@@ -303,7 +308,9 @@
     const controller = new AbortController();
     askAbort = controller;
     const ctx = newAnswerContext();
+    keepEarlierTurn();
     resetAnswer("Thinking…");
+    $("#answer-question").textContent = q;
     $("#ask-btn").disabled = true;
     let pendingFrame = 0;
     const paint = () => {
@@ -320,7 +327,7 @@
       const res = await fetch("/api/ask/stream", {
         method: "POST",
         headers: { ...headers(true), Accept: "text/event-stream" },
-        body: JSON.stringify({ question: q }),
+        body: JSON.stringify({ question: q, conversation_id: convo.id, agentic: $("#agentic").checked ? true : null }),
         signal: controller.signal,
       });
       if (!res.ok) throw await failure(res);
@@ -330,6 +337,7 @@
           case "step":
             ctx.steps.push(data);
             addStepCard(data, ctx.steps.length);
+            showRewrite(data, ctx);
             break;
           case "context_built":
             $("#answer-meta").textContent = `${data.chunks.length} passages in the context, ~${data.token_estimate} tokens`;
@@ -347,6 +355,7 @@
           case "finish":
             finished = true;
             showFinish(data, ctx);
+            keepTurn(q, data, ctx);
             break;
           case "error":
             finished = true;
@@ -365,6 +374,7 @@
         $("#answer").setAttribute("aria-busy", "false");
         askAbort = null;
         loadRuns();
+        loadConversations();
       }
     }
   }
@@ -439,11 +449,12 @@
 
   /** The step registry from the server (GET /api/steps): for each step name the detail keys shown
    *  first (the rest follow in server order), and which step holds the run's summary. */
-  const stepInfo = { lead: {}, summary: null };
+  const stepInfo = { lead: {}, summary: null, round: null };
   const stepsReady = api("/api/steps")
     .then((data) => {
       for (const s of data.steps) stepInfo.lead[s.name] = s.lead_keys;
       stepInfo.summary = data.summary;
+      stepInfo.round = data.round;
     })
     .catch(() => {
       /* without the registry the chain still renders, in server order */
@@ -460,7 +471,7 @@
     card.className = `step-card status-${step.status}`;
     card.setAttribute("data-step", step.name);
     if (step.iteration) card.setAttribute("data-iteration", step.iteration);
-    card.replaceChildren(stepDetails(step, n));
+    card.replaceChildren(...[stepDetails(step, n), transitionsBlock(step)].filter(Boolean));
     if (children) card.append(children);
     if (!existing || existing.dataset.pending) {
       delete card.dataset.pending;
@@ -494,6 +505,7 @@
         el("span", { class: `status status-${step.status}`, text: step.status }),
         el("span", { class: "latency", text: fmtMs(step.latency_ms) }),
         el("span", { class: "step-out", text: step.output_summary }),
+        stepCaption(step),
       ),
       el(
         "div",
@@ -506,6 +518,40 @@
               el("details", { class: "raw" }, el("summary", { text: "JSON" }), el("pre", { text: JSON.stringify(step.details, null, 2) })),
             ]
           : el("p", { class: "muted", text: "no details" }),
+      ),
+    );
+  }
+
+  /** What an agentic run's spans say at a glance, shown without opening them: a round's
+   *  sub-question, query, hits and verdict; the loop's parts, retrievals and the cap that stopped it. */
+  function stepCaption(step) {
+    const d = step.details || {};
+    const parts = [];
+    if (step.name === stepInfo.round) {
+      if (d.question) parts.push(`sub-question ${d.sub_question ?? ""}: ${d.question}`);
+      if (d.query && d.query !== d.question) parts.push(`query: ${d.query}`);
+      if (typeof d.hits === "number") parts.push(`${d.hits} hits`);
+      if (d.verdict) parts.push(`verdict: ${d.verdict}`);
+    } else if (Array.isArray(d.transitions)) {
+      if (Array.isArray(d.sub_questions)) parts.push(`${d.sub_questions.length} sub-question(s)`);
+      if (typeof d.retrievals === "number") parts.push(d.retrievals === 1 ? "1 retrieval" : `${d.retrievals} retrievals`);
+      parts.push(d.stopped_by ? `stopped by ${d.stopped_by}` : "no cap reached");
+    }
+    return parts.length ? el("span", { class: "step-caption", text: parts.join(" · ") }) : null;
+  }
+
+  /** The loop's transitions (state → next state, the event and why), under its card. */
+  function transitionsBlock(step) {
+    const moves = step.details && step.details.transitions;
+    if (!Array.isArray(moves) || !moves.length) return null;
+    return el(
+      "details",
+      { class: "transitions" },
+      el("summary", { text: `Transitions (${moves.length})` }),
+      el(
+        "ol",
+        {},
+        moves.map((t) => el("li", {}, el("code", { text: `${t.state} → ${t.next}` }), ` (${t.event}) ${t.reason || ""}`)),
       ),
     );
   }
@@ -625,27 +671,159 @@
   }
 
   async function showSavedRun(runId) {
-    if (askAbort) askAbort.abort();
-    askAbort = null;
+    newConversation(); // a saved run is shown on its own; a question after it starts a new conversation
     resetAnswer("Loading…");
     try {
       await stepsReady;
       const run = await api(`/api/runs/${encodeURIComponent(runId)}`);
       const frame = run.frame || {};
       const ctx = newAnswerContext();
-      question.value = frame.question || run.question || "";
+      $("#answer-question").textContent = frame.question || run.question || "";
       for (const c of frame.citations || []) ctx.citations.set(c.chunk_id, c);
       ctx.sentences = frame.sentences || [];
       ctx.sources = frame.sources || [];
       for (const s of (run.trace && run.trace.steps) || []) {
         ctx.steps.push(s);
         addStepCard(s, ctx.steps.length);
+        showRewrite(s, ctx);
       }
       showFinish({ ...frame, run_id: run.run_id, total_ms: run.total_ms }, ctx);
     } catch (exc) {
       showError(exc.message);
     } finally {
       $("#answer").setAttribute("aria-busy", "false");
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // The conversation: earlier turns stay on the page as a thread; each question goes with the
+  // conversation's id (from the first answer's finish event), so a follow-up is asked standalone.
+
+  const convo = { id: null, turns: [], current: null }; // current: the newest turn, shown as the answer
+
+  /** A follow-up's standalone form, from the step that recorded the rewrite. */
+  function showRewrite(step, ctx) {
+    const rewrite = step.details && step.details.follow_up;
+    if (!rewrite || typeof rewrite.standalone !== "string") return;
+    ctx.standalone = rewrite.standalone;
+    const line = $("#answer-standalone");
+    line.textContent = `Asked as: ${rewrite.standalone}`;
+    line.hidden = false;
+  }
+
+  function keepTurn(q, finish, ctx) {
+    convo.current = {
+      question: q,
+      standalone: ctx.standalone || null,
+      answer: finish.answer || "",
+      refused: !!finish.refused,
+      citations: [...ctx.citations.values()],
+      run_id: finish.run_id,
+    };
+    if (finish.conversation_id) convo.id = finish.conversation_id;
+    conversationControls();
+  }
+
+  /** The answer on screen becomes the last turn of the thread before the next question. */
+  function keepEarlierTurn() {
+    if (!convo.current) return;
+    convo.turns.push(convo.current);
+    convo.current = null;
+    renderThread();
+  }
+
+  function renderThread() {
+    const list = clear($("#thread"));
+    convo.turns.forEach((t, i) => list.append(threadTurn(t, i + 1)));
+    list.hidden = !convo.turns.length;
+  }
+
+  function threadTurn(t, n) {
+    const ctx = { refs: new Map(), citations: new Map((t.citations || []).map((c) => [c.chunk_id, c])), sentences: [] };
+    const answer = el("p", { class: "turn-answer" });
+    renderAnswerText(answer, t.answer, ctx);
+    return el(
+      "li",
+      { class: `turn ${t.refused ? "refused" : "answered"}`, attrs: { "data-turn": n } },
+      el("p", { class: "turn-question", text: t.question }),
+      t.standalone ? el("p", { class: "standalone muted", text: `Asked as: ${t.standalone}` }) : null,
+      answer,
+      t.run_id
+        ? el(
+            "p",
+            { class: "run-id muted" },
+            el("a", { text: "saved run", attrs: { href: `/api/runs/${encodeURIComponent(t.run_id)}`, target: "_blank", rel: "noopener" } }),
+          )
+        : null,
+    );
+  }
+
+  function conversationControls() {
+    const turns = convo.turns.length + (convo.current ? 1 : 0);
+    $("#new-conversation").hidden = !turns && !convo.id;
+    $("#conversation-status").textContent = convo.id
+      ? `Conversation ${convo.id} · ${turns} turn(s)`
+      : turns
+        ? "Not saved by this server: each question is asked on its own"
+        : "";
+  }
+
+  function newConversation() {
+    if (askAbort) askAbort.abort();
+    askAbort = null;
+    $("#ask-btn").disabled = false;
+    convo.id = null;
+    convo.turns = [];
+    convo.current = null;
+    renderThread();
+    $("#answer").hidden = true;
+    $("#run-chain").hidden = true;
+    conversationControls();
+  }
+
+  $("#new-conversation").addEventListener("click", () => {
+    newConversation();
+    question.focus();
+  });
+
+  async function loadConversations() {
+    const list = $("#conversation-list");
+    try {
+      const data = await api("/api/conversations?limit=10");
+      clear(list);
+      for (const c of data.conversations) {
+        list.append(
+          el(
+            "li",
+            {},
+            el("button", {
+              class: "link",
+              text: c.first_question || c.conversation_id,
+              attrs: { type: "button", "data-conversation-id": c.conversation_id },
+              on: { click: () => resumeConversation(c.conversation_id) },
+            }),
+            el("span", { class: "muted", text: ` ${c.turns} turn(s) · ${fmtTime(c.updated_at)}` }),
+          ),
+        );
+      }
+      if (!data.conversations.length) list.append(el("li", { class: "muted", text: "no conversations yet" }));
+    } catch (exc) {
+      clear(list).append(el("li", { class: "error", text: `conversations: ${exc.message}` }));
+    }
+  }
+
+  /** A saved conversation back on the page: its turns as the thread; the next question continues it. */
+  async function resumeConversation(id) {
+    try {
+      const data = await api(`/api/conversations/${encodeURIComponent(id)}`);
+      newConversation();
+      convo.id = data.conversation_id;
+      convo.turns = data.turns;
+      renderThread();
+      conversationControls();
+      question.focus();
+    } catch (exc) {
+      $("#conversation-status").textContent = `Could not open the conversation: ${exc.message}`;
     }
   }
 
@@ -1073,5 +1251,6 @@
   currentPage = "";
   showPage(start || "ask");
   loadRuns();
+  loadConversations();
   if (currentPage === "ask") question.focus();
 })();
