@@ -221,7 +221,9 @@ def run_case(
     """Ask one question and record what the metrics need (and, with a grader, its judged scores).
     ``agentic``: the mode to ask in (None: ``[answer] mode``); ``history``: the turns before it."""
     t0 = time.perf_counter()
-    result = lib.ask(case.question, principals=principals, save=save, history=history, agentic=agentic)
+    result = lib.ask(
+        case.question, principals=principals, save=save, history=history, agentic=agentic, start_conversation=False
+    )
     latency = (time.perf_counter() - t0) * 1000.0
     frame = result.frame
     sel = result.selection  # None for a direct reply
