@@ -12,6 +12,7 @@ answer is known exactly; the text comes from a tiny vault through the real index
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,9 +35,27 @@ from sunlib.store import (
     Visibility,
 )
 
+def _qdrant_local(db: Path) -> Store:
+    from sunlib.store.qdrant import Location, QdrantStore
+
+    return QdrantStore(db, Location(path=str(db.with_suffix(".qdrant"))))
+
+
+def _qdrant_server(db: Path) -> Store:
+    """A live server at QDRANT_URL; collections prefixed by the test's file, dropped with the test."""
+    url = os.environ.get("QDRANT_URL", "")
+    if not url:
+        pytest.skip("QDRANT_URL is not set: the live-server cases of the store contract need a Qdrant server")
+    from sunlib.store.qdrant import Location, QdrantStore
+
+    return QdrantStore(db, Location(url=url), "t" + hashlib.sha256(str(db).encode()).hexdigest()[:16])
+
+
 BACKENDS: dict[str, Callable[[Path], Store]] = {
     "sqlite-vec": lambda db: SqliteStore(db, "sqlite-vec"),
     "numpy": lambda db: SqliteStore(db, "numpy"),
+    "qdrant-local": _qdrant_local,  # qdrant-client's local mode, on disk in the tmp dir
+    "qdrant-server": _qdrant_server,  # skipped unless QDRANT_URL names a server
 }
 
 SPACE = Space("test", "hand-made", 4, "contract")
