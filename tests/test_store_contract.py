@@ -35,6 +35,7 @@ from sunlib.store import (
     Visibility,
 )
 
+
 def _qdrant_local(db: Path) -> Store:
     from sunlib.store.qdrant import Location, QdrantStore
 

@@ -89,7 +89,7 @@ class QdrantLexical:
         found: dict[str, int] = {}
         for term in dict.fromkeys(terms):
             has = models.FieldCondition(key=TERMS_FIELD, match=models.MatchValue(value=term))
-            count = self.count(models.Filter(must=[*(where.must or []), has]))  # type: ignore[misc]
+            count = self.count(models.Filter(must=[*list(where.must or []), has]))
             if count:
                 found[term] = count
         return self.count(where), found

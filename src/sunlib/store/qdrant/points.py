@@ -170,7 +170,7 @@ def compile_filter(visibility: Visibility) -> models.Filter | None:
     acl = acl_filter(visibility.principals)
     if acl is None:
         return None
-    must: list[Any] = list(acl.must or [])  # type: ignore[arg-type]
+    must: list[Any] = list(acl.must or [])
     must.extend(_filter_conditions(visibility.filters))
     if visibility.script is not None:
         must.append(_is("script", visibility.script))
@@ -188,4 +188,3 @@ def _filter_conditions(filters: SearchFilters) -> list[Any]:
         out.append(models.FieldCondition(key="mtime", range=models.Range(gte=filters.since, lte=filters.until)))
     out.extend(_is("meta", f"{k}={ascii_lower(v)}") for k, v in filters.metadata)
     return out
-

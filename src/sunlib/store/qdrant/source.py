@@ -13,7 +13,7 @@ from typing import Any
 
 from ...text.tokens import fts_tokens
 from ..db import Db, batches
-from ..protocols import embed_text_for
+from ..protocols import Visibility, embed_text_for
 from .points import ChunkSource
 
 _SOURCE_SQL = (
@@ -74,8 +74,8 @@ def chunk_sources(
     out: list[ChunkSource] = []
     for batch in batches(list(dict.fromkeys(chunk_ids))):
         marks = ",".join("?" * len(batch))
-        rows = db.conn.execute(_SOURCE_SQL + f" WHERE c.chunk_id IN ({marks}) ORDER BY c.note_rowid, c.ordinal", batch)
-        out.extend(_source(r, given) for r in rows)
+        sql = _SOURCE_SQL + f" WHERE c.chunk_id IN ({marks}) ORDER BY c.note_rowid, c.ordinal"
+        out.extend(_source(r, given) for r in db.conn.execute(sql, batch))
     return out
 
 
@@ -88,6 +88,14 @@ def chunk_order(db: Db) -> list[tuple[str, int]]:
     """(chunk_id, stamp) of every chunk in note then reading order: the order of ``pending``."""
     rows = db.conn.execute("SELECT chunk_id, stamp FROM chunks ORDER BY note_rowid, ordinal")
     return [(str(c), int(s)) for c, s in rows]
+
+
+def visible_ids(db: Db, visibility: Visibility) -> list[str]:
+    """The chunk ids a visibility lets through in SQLite (what ``count_pending`` counts among)."""
+    table = db.visible_table(visibility)
+    return [
+        str(r[0]) for r in db.conn.execute(f"SELECT chunk_id FROM chunks WHERE id IN (SELECT id FROM temp.{table})")
+    ]
 
 
 def note_chunk_ids(db: Db, note_id: str, path: str) -> list[str]:

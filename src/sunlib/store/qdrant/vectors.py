@@ -31,7 +31,7 @@ from ..vectors import SqliteVectors
 from .client import Shared, ensure_collection, scroll_all
 from .lexical import current_hits
 from .points import compile_filter, filter_payload, point_id
-from .source import chunk_order, chunk_sources
+from .source import chunk_order, chunk_sources, visible_ids
 
 DENSE_VECTOR = "dense"
 SPACES_META = "qdrant_spaces"
@@ -56,7 +56,9 @@ class QdrantVectors:
 
     def ensure_space(self, space: Space) -> None:
         ensure_collection(
-            self.shared, self.collection(space), dense=models.VectorParams(size=space.dim, distance=models.Distance.COSINE)
+            self.shared,
+            self.collection(space),
+            dense=models.VectorParams(size=space.dim, distance=models.Distance.COSINE),
         )
         if space not in self._registry():
             with self.db.write():
@@ -180,14 +182,9 @@ class QdrantVectors:
         ]
 
     def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:
+        """(chunks without a current vector, all chunks), among visible chunks when a visibility is given."""
         stamps = self._stamps()
-        if visibility is None:
-            ids: Iterable[str] = stamps
-        else:
-            ids = self.db.conn.execute(
-                "SELECT chunk_id FROM chunks WHERE id IN (SELECT id FROM temp." + self.db.visible_table(visibility) + ")"
-            ).fetchall()
-            ids = [str(r[0]) for r in ids]
+        ids = list(stamps) if visibility is None else visible_ids(self.db, visibility)
         order = [(c, stamps[c]) for c in ids if c in stamps]
         return len(self._missing(space, order)), len(order)
 
@@ -227,4 +224,3 @@ class QdrantVectors:
         ids = [c for c in order if c in found]
         matrix = np.stack([found[c] for c in ids]) if ids else np.zeros((0, space.dim), np.float32)
         return ids, matrix
-
