@@ -20,6 +20,7 @@ from sunlib.contracts import SearchFilters
 from sunlib.store import Visibility
 from sunlib.text import fts_query
 
+pytest.importorskip("qdrant_client", reason="the Qdrant backend needs qdrant-client (pip install -e '.[dev]')")
 QDRANT = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "SUNLIB_STORE__BACKEND": "qdrant"}
 SQLITE = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "SUNLIB_STORE__BACKEND": "sqlite"}
 QUERIES = ["empty ACL public", "index rebuild window", "how do I configure the embedding model", "引用 拒答"]
@@ -27,9 +28,9 @@ ANSWERED = "What is the SUNLIB_HOME environment variable used for?"
 UNANSWERABLE = "What is the boiling point of tungsten on Mars?"
 
 
-def results(vault: Path, backend: str, modes: tuple[str, ...] = ("bm25", "dense", "hybrid")) -> Any:
+def results(vault: Path, backend: str, modes: tuple[str, ...] = ("bm25", "dense", "hybrid"), **store: str) -> Any:
     """(query, mode) -> [(chunk_id, score)] through the Library, the index opened once."""
-    with Library.open(vault, embedding={"provider": "hash"}, store={"backend": backend}) as lib:
+    with Library.open(vault, embedding={"provider": "hash"}, store={"backend": backend, **store}) as lib:
         return {
             (q, m): [(h.chunk_id, round(h.score, 5)) for h in lib.search(q, mode=m, limit=8).hits]
             for q in QUERIES
@@ -47,8 +48,8 @@ def same(a: Any, b: Any) -> bool:
     )
 
 
-def migrate(vault: Path, to: str) -> dict[str, Any]:
-    r = sunlib("migrate", "--to", to, "--vault", str(vault), "--json", env=QDRANT)
+def migrate(vault: Path, to: str, **env: str) -> dict[str, Any]:
+    r = sunlib("migrate", "--to", to, "--vault", str(vault), "--json", env={**QDRANT, **env})
     assert r.returncode == 0, r.stderr
     report: dict[str, Any] = json.loads(r.stdout)
     return report
@@ -99,6 +100,11 @@ def test_migrate_to_qdrant_and_back_keeps_the_results(hash_vault: Path) -> None:
     shutil.rmtree(hash_vault / ".sunlib" / "qdrant")  # a new cluster: migrate again, the same results
     migrate(hash_vault, "qdrant")
     assert results(hash_vault, "qdrant") == qdrant
+
+    # Qdrant's own engine in-process, with its payload indexes: the scores of qdrant-client's local mode
+    edge = {"local": "qdrant-edge", "path": str(hash_vault.parent / "edge")}
+    migrate(hash_vault, "qdrant", SUNLIB_STORE__LOCAL=edge["local"], SUNLIB_STORE__PATH=edge["path"])
+    assert same(results(hash_vault, "qdrant", **edge), qdrant)
 
 
 @pytest.fixture

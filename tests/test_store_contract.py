@@ -37,9 +37,19 @@ from sunlib.store import (
 
 
 def _qdrant_local(db: Path) -> Store:
+    pytest.importorskip("qdrant_client", reason="the Qdrant backend needs qdrant-client (pip install -e '.[dev]')")
     from sunlib.store.qdrant import Location, QdrantStore
 
     return QdrantStore(db, Location(path=str(db.with_suffix(".qdrant"))))
+
+
+def _qdrant_edge(db: Path) -> Store:
+    pytest.importorskip("qdrant_edge", reason="the in-process engine needs qdrant-edge-py (pip install -e '.[dev]')")
+    from sunlib.store.qdrant import Location, QdrantStore
+
+    # Without payload indexes (60 ms each to create): they speed filters up and change no result;
+    # tests/test_qdrant_backend.py runs the engine with them.
+    return QdrantStore(db, Location(path=str(db.with_suffix(".edge")), engine="qdrant-edge", payload_indexes=False))
 
 
 def _qdrant_server(db: Path) -> Store:
@@ -56,6 +66,7 @@ BACKENDS: dict[str, Callable[[Path], Store]] = {
     "sqlite-vec": lambda db: SqliteStore(db, "sqlite-vec"),
     "numpy": lambda db: SqliteStore(db, "numpy"),
     "qdrant-local": _qdrant_local,  # qdrant-client's local mode, on disk in the tmp dir
+    "qdrant-edge": _qdrant_edge,  # Qdrant's engine in-process (qdrant-edge-py), on disk in the tmp dir
     "qdrant-server": _qdrant_server,  # skipped unless QDRANT_URL names a server
 }
 

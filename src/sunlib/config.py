@@ -247,15 +247,17 @@ class ServerSettings(BaseModel):
 class StoreSettings(BaseModel):
     """Where the index lives (docs/scale-out.md). "sqlite": one SQLite file (FTS5 + sqlite-vec)
     in ``index_dir``. "qdrant": the notes and chunks stay in that file, BM25 and the vectors
-    go to Qdrant: a server at ``url``, or else qdrant-client's local mode in ``path`` (empty:
-    ``<index_dir>/qdrant``; ":memory:" keeps nothing). ``collection`` prefixes the collection
-    names (empty: one derived from the index file's id)."""
+    go to Qdrant: a server at ``url``, or else a folder ``path`` (empty: ``<index_dir>/qdrant``)
+    served in this process by ``local``: "qdrant-client" (its local mode, exact search in Python;
+    ":memory:" keeps nothing) or "qdrant-edge" (Qdrant's engine in-process). ``collection``
+    prefixes the collection names (empty: one derived from the index file's id)."""
 
     model_config = ConfigDict(frozen=True)
 
     backend: Literal["sqlite", "qdrant"] = "sqlite"
     url: str = ""
     path: str = ""
+    local: Literal["qdrant-client", "qdrant-edge"] = "qdrant-client"
     collection: str = Field("", pattern=r"^[A-Za-z0-9_-]*$")
     api_key_env: str = "QDRANT_API_KEY"  # the environment variable holding the server's API key, if any
 

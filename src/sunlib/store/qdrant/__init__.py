@@ -33,10 +33,10 @@ def location_for(db_path: Path, settings: StoreSettings) -> Location:
     """The Qdrant location of an index: the server, the configured folder, or the index folder's."""
     if settings.url:
         return Location(url=settings.url, api_key=os.environ.get(settings.api_key_env, ""))
-    if settings.path == ":memory:":
+    if settings.path == ":memory:" and settings.local == "qdrant-client":
         return Location(path=":memory:")
     folder = Path(settings.path).expanduser() if settings.path else db_path.parent / "qdrant"
-    return Location(path=str(folder.resolve()))
+    return Location(path=str(folder.resolve()), engine=settings.local)
 
 
 def open_qdrant_store(db_path: Path, settings: StoreSettings) -> QdrantStore:
