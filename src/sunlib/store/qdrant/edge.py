@@ -35,9 +35,12 @@ class _Points:
     points: list[Any]
 
 
-def _condition(c: models.FieldCondition) -> qe.FieldCondition:
+def _condition(c: Any) -> qe.FieldCondition:
+    if not isinstance(c, models.FieldCondition):
+        raise ValueError(f"no qdrant-edge form for the condition {c!r}")
     if isinstance(c.match, models.MatchAny):
-        return qe.FieldCondition(c.key, match=qe.MatchAny(list(c.match.any)))  # type: ignore[arg-type]
+        values: Any = list(c.match.any)
+        return qe.FieldCondition(c.key, match=qe.MatchAny(values))
     if isinstance(c.match, models.MatchValue):
         return qe.FieldCondition(c.key, match=qe.MatchValue(c.match.value))
     if isinstance(c.range, models.Range):
@@ -50,14 +53,19 @@ def edge_filter(f: models.Filter | None) -> qe.Filter | None:
     """qdrant-client's Filter (the conditions ``points.compile_filter`` makes) as qdrant-edge's."""
     if f is None:
         return None
-    must = f.must if isinstance(f.must, list) else [f.must] if f.must is not None else []
-    return qe.Filter(must=[_condition(c) for c in must])  # type: ignore[arg-type]
+    must: list[Any] = f.must if isinstance(f.must, list) else [f.must] if f.must is not None else []
+    return qe.Filter(must=[_condition(c) for c in must])
 
 
 def _vector(v: Any) -> Any:
     if isinstance(v, models.SparseVector):
         return qe.SparseVector(list(v.indices), list(v.values))
     return list(v)
+
+
+def _named(vector: Any) -> dict[str, Any]:
+    """A point's named vectors (the indexes always name theirs: "dense", "bm25")."""
+    return dict(vector) if isinstance(vector, dict) else {}
 
 
 class EdgeClient:
@@ -95,10 +103,7 @@ class EdgeClient:
         self._shard(name).update(qe.UpdateOperation.create_field_index(field, _SCHEMA[field_schema]))
 
     def upsert(self, name: str, points: list[models.PointStruct], wait: bool = True) -> None:
-        edge = [
-            qe.Point(str(p.id), {k: _vector(v) for k, v in (p.vector or {}).items()}, p.payload)  # type: ignore[union-attr]
-            for p in points
-        ]
+        edge = [qe.Point(str(p.id), {k: _vector(v) for k, v in _named(p.vector).items()}, p.payload) for p in points]
         self._shard(name).update(qe.UpdateOperation.upsert_points(edge))
 
     def delete(self, name: str, points_selector: models.PointIdsList) -> None:
@@ -114,7 +119,8 @@ class EdgeClient:
         return self._shard(name).scroll(request)
 
     def retrieve(self, name: str, ids: list[str], with_payload: Any = True, with_vectors: Any = False) -> list[Any]:
-        return self._shard(name).retrieve(ids, with_payload=with_payload, with_vector=with_vectors)
+        point_ids: list[Any] = list(ids)
+        return self._shard(name).retrieve(point_ids, with_payload=with_payload, with_vector=with_vectors)
 
     def query_points(
         self,
