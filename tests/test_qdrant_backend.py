@@ -17,6 +17,7 @@ import pytest
 from clients import sunlib
 from sunlib import Library
 from sunlib.contracts import SearchFilters
+from sunlib.steps import Step
 from sunlib.store import Visibility
 from sunlib.text import fts_query
 
@@ -154,3 +155,21 @@ def test_a_caller_who_sees_everything_gets_the_collections_idf(qdrant_library: L
     lexical: Any = qdrant_library.store.lexical
     assert lexical.sees_everything(Visibility.of(["public", "ops", "team"]))
     assert not lexical.sees_everything(Visibility.of(["public"]))
+
+
+def test_the_server_answers_from_the_qdrant_backend(qdrant_library: Library) -> None:
+    from clients import Api
+    from sunlib.server import create_app
+
+    api = Api(create_app(qdrant_library))
+    r = api.post("/api/search", json={"query": "empty ACL public", "mode": "hybrid", "limit": 3})
+    assert r.status_code == 200, r.text
+    assert r.json()["results"][0]["path"] == "guide/search/filters-and-acl.md"
+    (fusion,) = [s for s in r.json()["trace"]["steps"] if s["name"] == Step.FUSION]
+    assert fusion["status"] == "ok"  # both routes ran in Qdrant; sunlib fused them
+    r = api.post("/api/ask", json={"question": ANSWERED})  # hybrid: the hash vectors' cosines are below e5's gate
+    assert r.status_code == 200 and [x["code"] for x in r.json()["refusals"]] == ["low_gate"], r.text[:300]
+    (selection,) = [s for s in r.json()["trace"]["steps"] if s["name"] == Step.SELECT]
+    assert selection["details"]["selected"][0] in {
+        h.chunk_id for h in qdrant_library.search(ANSWERED, mode="bm25").hits
+    }

@@ -39,7 +39,11 @@ class QdrantStore(SqliteStore):
 
     def __init__(self, path: Path | str, location: Location, prefix: str = "") -> None:
         super().__init__(path, "sqlite-vec")
-        self.shared: Shared = acquire(location)
+        try:
+            self.shared: Shared = acquire(location)
+        except BaseException:
+            self.db.close()
+            raise
         self.prefix = prefix or "sunlib_" + (self.get_meta("index_uuid", "") or "index").replace("-", "")[:12]
         self._stamp_cache: tuple[int, dict[str, int]] = (-1, {})
         self.qdrant_lexical = QdrantLexical(self.shared, f"{self.prefix}_chunks", self.current_stamps, self.generation)
