@@ -1,6 +1,6 @@
 """``[store] backend = "qdrant"`` end to end: the CLI on the sample vault, ``sunlib migrate`` both
 ways, and BM25 scores that depend only on what the caller may see (as tests/test_bm25_visible.py
-checks for SQLite). The backend runs on qdrant-client's local mode in the tmp dir; the store
+checks for SQLite). The backend runs on qdrant-edge (the default local engine) in the tmp dir; the store
 contract suite (tests/test_store_contract.py) covers it case by case, and a live server too
 when QDRANT_URL is set.
 """
@@ -61,7 +61,7 @@ def test_index_search_and_ask_with_the_qdrant_backend(vault: Path) -> None:
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert len(report["added"]) == 21 and report["vectors_pending"] == 0
-    assert (vault / ".sunlib" / "qdrant").is_dir()  # local mode: inside the index folder, one unit
+    assert (vault / ".sunlib" / "qdrant").is_dir()  # in-process: inside the index folder, one unit
 
     r = sunlib("search", "empty ACL public", "--vault", str(vault), "--mode", "bm25", "--json", "-n", "3", env=QDRANT)
     top = json.loads(r.stdout)["results"][0]
@@ -102,10 +102,10 @@ def test_migrate_to_qdrant_and_back_keeps_the_results(hash_vault: Path) -> None:
     migrate(hash_vault, "qdrant")
     assert results(hash_vault, "qdrant") == qdrant
 
-    # Qdrant's own engine in-process, with its payload indexes: the scores of qdrant-client's local mode
-    edge = {"local": "qdrant-edge", "path": str(hash_vault.parent / "edge")}
-    migrate(hash_vault, "qdrant", SUNLIB_STORE__LOCAL=edge["local"], SUNLIB_STORE__PATH=edge["path"])
-    assert same(results(hash_vault, "qdrant", **edge), qdrant)
+    # qdrant-client's local mode (pure Python) gives the scores of Qdrant's engine (the default, qdrant-edge)
+    local = {"local": "qdrant-client", "path": str(hash_vault.parent / "local-mode")}
+    migrate(hash_vault, "qdrant", SUNLIB_STORE__LOCAL=local["local"], SUNLIB_STORE__PATH=local["path"])
+    assert same(results(hash_vault, "qdrant", **local), qdrant)
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ class Location:
     path: str = ""
     api_key: str = ""
     engine: str = "qdrant-client"  # for a path: "qdrant-client" (its local mode) or "qdrant-edge" (in-process)
+    # (the settings default to qdrant-edge; this default keeps a bare Location on the pure-Python engine)
     # Create the payload indexes of FILTER_FIELDS with each collection (a server, qdrant-edge). They
     # speed filtered search up at scale and change no result; each costs ~60 ms to create.
     payload_indexes: bool = True

@@ -11,6 +11,8 @@ answers are converted between qdrant-client's models and qdrant-edge's own class
 
 from __future__ import annotations
 
+import fcntl
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +76,16 @@ class EdgeClient:
     def __init__(self, folder: str) -> None:
         self.root = Path(folder)
         self.root.mkdir(parents=True, exist_ok=True)
+        # One process per folder (shards are not written for two): an flock held while open.
+        self._owner = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(self._owner)
+            raise RuntimeError(
+                f"the Qdrant folder {folder} is open in another process; use a Qdrant server ([store] url) to"
+                " share one index between processes"
+            ) from None
         self._shards: dict[str, qe.EdgeShard] = {}
         self._lock = threading.Lock()
 
@@ -150,3 +162,6 @@ class EdgeClient:
                 shard.flush()
                 shard.close()
             self._shards.clear()
+            if self._owner >= 0:
+                os.close(self._owner)  # releases the flock
+                self._owner = -1
