@@ -82,11 +82,18 @@ def test_index_search_and_ask_with_the_qdrant_backend(vault: Path) -> None:
 
     # to SQLite: the vectors come over (nothing is embedded again), every route answers the same
     before = results(vault, "qdrant", ("dense",))
+    first_bm25 = results(vault, "qdrant", ("bm25",))
     moved = migrate(vault, "sqlite")
     assert list(moved["vectors"].values()) == [report["vectors_embedded"]]
     assert same(results(vault, "sqlite", ("dense",)), before)
     status = json.loads(sunlib("status", "--vault", str(vault), "--json", env=SQLITE).stdout)
     assert status["vectors_pending"] == 0
+
+    # a new (empty) Qdrant: `sunlib index` rebuilds both indexes from the SQLite file, no model run
+    shutil.rmtree(vault / ".sunlib" / "qdrant")
+    again = json.loads(sunlib("index", str(vault), "--json", env=QDRANT).stdout)
+    assert again["vectors_embedded"] == 0 and again["vectors_from_cache"] == report["vectors_embedded"]
+    assert same(results(vault, "qdrant", ("bm25", "dense")), {**first_bm25, **before})
 
 
 def test_migrate_to_qdrant_and_back_keeps_the_results(hash_vault: Path) -> None:

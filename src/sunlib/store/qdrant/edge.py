@@ -77,7 +77,7 @@ class EdgeClient:
         self.root = Path(folder)
         self.root.mkdir(parents=True, exist_ok=True)
         # One process per folder (shards are not written for two): an flock held while open.
-        self._owner = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._owner = os.open(self.root / ".sunlib-edge.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

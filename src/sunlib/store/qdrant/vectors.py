@@ -44,15 +44,26 @@ class QdrantVectors:
         self._stamps = stamps
         self._cache = SqliteVectors(db)  # the embedding cache only (cached_vectors)
         self._ledgers: dict[tuple[int, str], dict[str, int]] = {}
+        self._exists: tuple[int, list[Space]] = (-1, [])
 
     def collection(self, space: Space) -> str:
         return f"{self.prefix}_{sha256_hex(space.name)[:12]}"
 
     # -- spaces --------------------------------------------------------------------------------
 
-    def _registry(self) -> list[Space]:
+    def _registered(self) -> list[Space]:
         raw = json.loads(self.db.get_meta(SPACES_META, "[]") or "[]")
         return [Space(*entry) for entry in raw]
+
+    def _registry(self) -> list[Space]:
+        """The spaces registered in the index whose collection exists (a new or wiped cluster has
+        none: their vectors are pending again), looked up once per write generation."""
+        generation = self.db.generation()
+        if self._exists[0] != generation:
+            with self.shared.call() as client:
+                found = [s for s in self._registered() if client.collection_exists(self.collection(s))]
+            self._exists = (generation, found)
+        return self._exists[1]
 
     def ensure_space(self, space: Space) -> None:
         ensure_collection(
@@ -60,12 +71,13 @@ class QdrantVectors:
             self.collection(space),
             dense=models.VectorParams(size=space.dim, distance=models.Distance.COSINE),
         )
-        if space not in self._registry():
+        if space not in self._registered():
             with self.db.write():
-                entries = [[s.provider, s.model, s.dim, s.chunker] for s in self._registry()]
+                entries = [[s.provider, s.model, s.dim, s.chunker] for s in self._registered()]
                 entries.append([space.provider, space.model, space.dim, space.chunker])
                 self.db.set_meta(SPACES_META, json.dumps(entries))
                 self.db.bump()
+        self._exists = (-1, [])  # the collection may be new: look again
 
     def has_space(self, space: Space) -> bool:
         return space in self._registry()
