@@ -180,3 +180,10 @@ def test_the_server_answers_from_the_qdrant_backend(qdrant_library: Library) -> 
     assert selection["details"]["selected"][0] in {
         h.chunk_id for h in qdrant_library.search(ANSWERED, mode="bm25").hits
     }
+
+
+def test_a_server_that_does_not_answer_is_one_line_and_exit_1(hash_vault: Path) -> None:
+    env = {**QDRANT, "SUNLIB_STORE__URL": "http://127.0.0.1:9"}  # the discard port: nothing listens
+    r = sunlib("search", "empty ACL public", "--vault", str(hash_vault), env=env)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("error: Qdrant at http://127.0.0.1:9 did not answer") and r.stderr.count("\n") == 1

@@ -16,9 +16,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from ...errors import ConfigError
+from ...errors import ConfigError, StoreBusy
 from .points import FILTER_FIELDS
 
 SCROLL_PAGE = 1000  # points per scroll request when reading a whole collection
@@ -53,7 +55,10 @@ class Shared:
         self.location = location
         self.client: Any
         if location.url:
-            self.client = QdrantClient(url=location.url, api_key=location.api_key or None, timeout=30)
+            # no version probe at open (one more request per connection); the client is pinned
+            self.client = QdrantClient(
+                url=location.url, api_key=location.api_key or None, timeout=30, check_compatibility=False
+            )
         elif location.engine == "qdrant-edge" and location.path:
             from .edge import EdgeClient
 
@@ -69,11 +74,17 @@ class Shared:
 
     @contextlib.contextmanager
     def call(self) -> Iterator[Any]:
-        if self._lock is None:
-            yield self.client
-            return
-        with self._lock:
-            yield self.client
+        """The client, for one call: local mode's lock held; a server that does not answer (or
+        answers with an error) becomes StoreBusy, as a busy SQLite file does."""
+        try:
+            if self._lock is None:
+                yield self.client
+                return
+            with self._lock:
+                yield self.client
+        except (ResponseHandlingException, UnexpectedResponse, httpx.HTTPError, OSError) as exc:
+            where = self.location.url or self.location.path
+            raise StoreBusy(f"Qdrant at {where} did not answer ({exc}); try again") from None
 
 
 _CLIENTS: dict[str, Shared] = {}

@@ -13,12 +13,14 @@ brings both indexes back in step.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from qdrant_client import models
 
 from ...contracts import Chunk, Note
+from ...errors import StoreBusy
 from ..errors import at_boundary
 from ..protocols import LexicalIndex, Reconciled, Space, VectorIndex
 from ..sqlite import SqliteStore
@@ -27,6 +29,7 @@ from .lexical import QdrantLexical
 from .source import chunk_sources, chunk_stamps, note_chunk_ids, token_totals
 from .vectors import QdrantVectors
 
+log = logging.getLogger("sunlib.store")
 AVGDL_META = "qdrant_avgdl"
 DEFAULT_AVGDL = 256.0  # before any chunk is written (Qdrant's own BM25 default); replaced by the first batch's mean
 
@@ -112,6 +115,12 @@ class QdrantStore(SqliteStore):
         if not self._outbox:
             return
         queued, self._outbox = self._outbox, {}
+        try:
+            self._send(queued)
+        except StoreBusy as exc:  # the text is committed: the next reconcile sends it (sunlib index)
+            log.warning("the Qdrant indexes lag the text until the next `sunlib index`: %s", exc)
+
+    def _send(self, queued: dict[str, Sequence[str] | None]) -> None:
         tokens = {c: t for c, t in queued.items() if t is not None}
         sources = chunk_sources(self.db, list(tokens), tokens=tokens)
         present = {s.chunk_id for s in sources}
