@@ -127,7 +127,7 @@ class QdrantStore(SqliteStore):
         gone = [c for c in queued if c not in present]
         self.qdrant_lexical.delete(gone)
         self.qdrant_lexical.write(sources, self.avgdl())
-        for space in self.qdrant_vectors._registry():
+        for space in self.qdrant_vectors.present():
             self.qdrant_vectors.drop(space, list(queued))
         with self.db.write():
             self.db.bump()

@@ -55,7 +55,7 @@ class QdrantVectors:
         raw = json.loads(self.db.get_meta(SPACES_META, "[]") or "[]")
         return [Space(*entry) for entry in raw]
 
-    def _registry(self) -> list[Space]:
+    def present(self) -> list[Space]:
         """The spaces registered in the index whose collection exists (a new or wiped cluster has
         none: their vectors are pending again), looked up once per write generation."""
         generation = self.db.generation()
@@ -80,11 +80,11 @@ class QdrantVectors:
         self._exists = (-1, [])  # the collection may be new: look again
 
     def has_space(self, space: Space) -> bool:
-        return space in self._registry()
+        return space in self.present()
 
     def spaces(self) -> list[SpaceInfo]:
         out = []
-        for s in self._registry():
+        for s in self.present():
             with self.shared.call() as client:
                 n = int(client.count(self.collection(s), exact=True).count)
             out.append(SpaceInfo(s.name, s.provider, s.model, s.dim, s.chunker, n))
