@@ -81,7 +81,9 @@ def main() -> None:
         ):
             times, recall = [], []
             for _ in range(args.queries):
-                q = vectors[rng.integers(len(vectors))] + 0.3 * rng.standard_normal(DIM).astype(np.float32)
+                q = vectors[rng.integers(len(vectors))] + rng.standard_normal(DIM).astype(np.float32) / np.sqrt(
+                    DIM
+                )  # a near copy
                 q /= np.linalg.norm(q)
                 ms, ids = timed(
                     shard,

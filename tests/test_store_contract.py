@@ -1,8 +1,10 @@
 """The store contract: one suite, run against every implementation of the store protocols.
 
 Each parameter of the ``backend`` fixture builds a ``Store`` (a DocumentStore with its
-LexicalIndex and VectorIndex) on a real file in a tmp dir. Today there are two: the SQLite
-documents and FTS5 with the sqlite-vec VectorIndex, and the same with the numpy VectorIndex.
+LexicalIndex and VectorIndex) on a real file in a tmp dir: the SQLite documents and FTS5 with the
+sqlite-vec VectorIndex, the same with the numpy VectorIndex, and the Qdrant backend (the SQLite
+documents with BM25 and vectors in Qdrant) on qdrant-client's local mode, on qdrant-edge in-process
+and, with QDRANT_URL set, on a live server (skipped otherwise, saying so).
 Adding a backend is a matter of adding one entry to ``BACKENDS`` (a function from a db path to
 a Store): every test below then runs against it, and a backend that fails one is not done.
 
