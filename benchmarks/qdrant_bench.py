@@ -3,8 +3,9 @@
 One shard as the Qdrant backend lays it out (docs/scale-out.md): a 384-d cosine vector and a BM25 sparse
 vector with the IDF modifier per point, an `acl` keyword payload with its index. 99% of the points are
 public, 1% belong to `ops`; queries run unfiltered (public + ops), as `public`, and as `ops` alone (a
-principal who may see 1% of the chunks). Dense recall@10 is measured against exact search under the same
-filter. The sparse vectors are 80 distinct Zipf-distributed tokens per point (a ~120-word chunk).
+principal who may see 1% of the chunks). Dense recall@10 is printed against exact search under the same
+filter; on random unit vectors (the neighbours of a point are near-ties in 384-d) it says little about HNSW
+on real embeddings. The sparse vectors are 80 distinct Zipf-distributed tokens per point (a ~120-word chunk).
 
     python benchmarks/qdrant_bench.py --chunks 50000 --queries 200
 
