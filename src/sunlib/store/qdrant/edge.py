@@ -21,6 +21,10 @@ from typing import Any
 import qdrant_edge as qe
 from qdrant_client import models
 
+# A shard builds its HNSW and sparse index only when its optimizer runs: after this many points written
+# by this client, and when it closes after any write (the indexer's end), as a server's optimizer would.
+OPTIMIZE_EVERY = 20_000
+
 _SCHEMA = {
     models.PayloadSchemaType.KEYWORD: qe.PayloadSchemaType.Keyword,
     models.PayloadSchemaType.FLOAT: qe.PayloadSchemaType.Float,
@@ -87,6 +91,7 @@ class EdgeClient:
                 " share one index between processes"
             ) from None
         self._shards: dict[str, qe.EdgeShard] = {}
+        self._written: dict[str, int] = {}  # points written per collection since its last optimization
         self._lock = threading.Lock()
 
     def _shard(self, name: str) -> qe.EdgeShard:
@@ -116,7 +121,12 @@ class EdgeClient:
 
     def upsert(self, name: str, points: list[models.PointStruct], wait: bool = True) -> None:
         edge = [qe.Point(str(p.id), {k: _vector(v) for k, v in _named(p.vector).items()}, p.payload) for p in points]
-        self._shard(name).update(qe.UpdateOperation.upsert_points(edge))
+        shard = self._shard(name)
+        shard.update(qe.UpdateOperation.upsert_points(edge))
+        self._written[name] = self._written.get(name, 0) + len(edge)
+        if self._written[name] >= OPTIMIZE_EVERY:
+            shard.optimize()
+            self._written[name] = 0
 
     def delete(self, name: str, points_selector: models.PointIdsList) -> None:
         self._shard(name).update(qe.UpdateOperation.delete_points([str(i) for i in points_selector.points]))
@@ -158,7 +168,9 @@ class EdgeClient:
 
     def close(self) -> None:
         with self._lock:
-            for shard in self._shards.values():
+            for name, shard in self._shards.items():
+                if self._written.get(name):
+                    shard.optimize()  # plans nothing (and returns at once) below the indexing threshold
                 shard.flush()
                 shard.close()
             self._shards.clear()
