@@ -30,6 +30,7 @@ from .points import query_vector as make_query
 
 LEXICAL_VECTOR = "bm25"
 WRITE_BATCH = 256  # points per upsert request
+TIE_MARGIN = 16  # extra hits fetched so that equal scores at the cut are ordered the same way every time
 
 
 class QdrantLexical:
@@ -60,10 +61,10 @@ class QdrantLexical:
                 using=LEXICAL_VECTOR,
                 query_filter=where,
                 search_params=idf,
-                limit=limit,
+                limit=limit + TIE_MARGIN,
                 with_payload=["chunk_id", "stamp"],
             ).points
-        return current_hits(found, self._stamps())
+        return current_hits(found, self._stamps(), limit)
 
     def sees_everything(self, visibility: Visibility) -> bool:
         """Whether the principals may see every chunk (then the collection's IDF is theirs)."""
@@ -124,14 +125,17 @@ class QdrantLexical:
         return out
 
 
-def current_hits(points: Sequence[models.ScoredPoint], stamps: dict[str, int]) -> list[tuple[str, float]]:
-    """(chunk_id, score) of the points computed from the chunk as it is now: a point left behind by
-    a crash between the SQLite commit and the Qdrant write (another stamp, or its chunk gone) may
-    carry an older ACL, so it never reaches a caller; reconcile removes it."""
+def current_hits(points: Sequence[models.ScoredPoint], stamps: dict[str, int], limit: int) -> list[tuple[str, float]]:
+    """The best ``limit`` (chunk_id, score) of the points computed from the chunk as it is now, ties
+    by chunk id. A point left behind by a crash between the SQLite commit and the Qdrant write
+    (another stamp, or its chunk gone) may carry an older ACL, so it never reaches a caller;
+    reconcile removes it. Qdrant orders equal scores as its segments come (threads), so the searches
+    ask for ``TIE_MARGIN`` more and the order here is the one answer: a smaller limit is a prefix."""
     out: list[tuple[str, float]] = []
     for p in points:
         payload = p.payload or {}
         chunk_id = str(payload.get("chunk_id"))
         if stamps.get(chunk_id) == payload.get("stamp"):
             out.append((chunk_id, float(p.score)))
-    return out
+    out.sort(key=lambda hit: (-hit[1], hit[0]))
+    return out[:limit]

@@ -29,7 +29,7 @@ from ..db import Db, batches
 from ..protocols import PendingChunk, Reconciled, Space, SpaceInfo, VectorItem, Visibility, embed_text_for
 from ..vectors import SqliteVectors
 from .client import Shared, ensure_collection, scroll_all
-from .lexical import current_hits
+from .lexical import TIE_MARGIN, current_hits
 from .points import compile_filter, filter_payload, point_id
 from .source import chunk_order, chunk_sources, visible_ids
 
@@ -174,10 +174,10 @@ class QdrantVectors:
                 query=np.asarray(query, np.float32).tolist(),
                 using=DENSE_VECTOR,
                 query_filter=where,
-                limit=k,
+                limit=k + TIE_MARGIN,
                 with_payload=["chunk_id", "stamp"],
             ).points
-        return current_hits(found, self._stamps())
+        return current_hits(found, self._stamps(), k)
 
     def _missing(self, space: Space, order: Iterable[tuple[str, int]]) -> list[str]:
         held = self.ledger(space) if self.has_space(space) else {}
