@@ -40,13 +40,19 @@ def results(vault: Path, backend: str, modes: tuple[str, ...] = ("bm25", "dense"
 
 
 def same(a: Any, b: Any) -> bool:
-    """The same chunks in the same order, scores equal to float32 precision (sqlite-vec computes a
-    cosine as 1 - d^2/2, Qdrant as a dot product of unit vectors)."""
-    return a.keys() == b.keys() and all(
-        [c for c, _ in a[k]] == [c for c, _ in b[k]]
-        and all(abs(x - y) < 1e-4 for (_, x), (_, y) in zip(a[k], b[k], strict=True))
-        for k in a
-    )
+    """The same chunks with the same scores to float32 precision (sqlite-vec computes a cosine as
+    1 - d^2/2, Qdrant as a dot product; Qdrant sums a sparse score in segment order), in the same
+    order but for near-ties (scores within 1e-4) swapping places; the first 6 of the 8 fetched, so
+    that a near-tie across the cut cannot swap a chunk in or out."""
+    for k in a.keys() | b.keys():
+        if len(a.get(k, [])) != len(b.get(k, [])):
+            return False
+        x, y = dict(a[k][:6]), dict(b[k][:6])
+        if x.keys() != y.keys() or any(abs(x[c] - y[c]) > 1e-4 for c in x):
+            return False
+        if any(abs(sa - sb) > 1e-4 for (_, sa), (_, sb) in zip(a[k][:6], b[k][:6], strict=True)):
+            return False
+    return True
 
 
 def migrate(vault: Path, to: str, **env: str) -> dict[str, Any]:
@@ -107,7 +113,7 @@ def test_migrate_to_qdrant_and_back_keeps_the_results(hash_vault: Path) -> None:
         assert sqlite[key][0][0] in [c for c, _ in qdrant[key][:3]], key
     shutil.rmtree(hash_vault / ".sunlib" / "qdrant")  # a new cluster: migrate again, the same results
     migrate(hash_vault, "qdrant")
-    assert results(hash_vault, "qdrant") == qdrant
+    assert same(results(hash_vault, "qdrant"), qdrant)
 
     # qdrant-client's local mode (pure Python) gives the scores of Qdrant's engine (the default, qdrant-edge)
     local = {"local": "qdrant-client", "path": str(hash_vault.parent / "local-mode")}
