@@ -1,8 +1,10 @@
 """The store contract: one suite, run against every implementation of the store protocols.
 
 Each parameter of the ``backend`` fixture builds a ``Store`` (a DocumentStore with its
-LexicalIndex and VectorIndex) on a real file in a tmp dir. Today there are two: the SQLite
-documents and FTS5 with the sqlite-vec VectorIndex, and the same with the numpy VectorIndex.
+LexicalIndex and VectorIndex) on a real file in a tmp dir: the SQLite documents and FTS5 with the
+sqlite-vec VectorIndex, the same with the numpy VectorIndex, and the Qdrant backend (the SQLite
+documents with BM25 and vectors in Qdrant) on qdrant-client's local mode, on qdrant-edge in-process
+and, with QDRANT_URL set, on a live server (skipped otherwise, saying so).
 Adding a backend is a matter of adding one entry to ``BACKENDS`` (a function from a db path to
 a Store): every test below then runs against it, and a backend that fails one is not done.
 
@@ -12,6 +14,7 @@ answer is known exactly; the text comes from a tiny vault through the real index
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,9 +37,39 @@ from sunlib.store import (
     Visibility,
 )
 
+
+def _qdrant_local(db: Path) -> Store:
+    pytest.importorskip("qdrant_client", reason="the Qdrant backend needs qdrant-client (pip install -e '.[dev]')")
+    from sunlib.store.qdrant import Location, QdrantStore
+
+    return QdrantStore(db, Location(path=str(db.with_suffix(".qdrant"))))
+
+
+def _qdrant_edge(db: Path) -> Store:
+    pytest.importorskip("qdrant_edge", reason="the in-process engine needs qdrant-edge-py (pip install -e '.[dev]')")
+    from sunlib.store.qdrant import Location, QdrantStore
+
+    # Without payload indexes (60 ms each to create): they speed filters up and change no result;
+    # tests/test_qdrant_backend.py runs the engine with them.
+    return QdrantStore(db, Location(path=str(db.with_suffix(".edge")), engine="qdrant-edge", payload_indexes=False))
+
+
+def _qdrant_server(db: Path) -> Store:
+    """A live server at QDRANT_URL; collections prefixed by the test's file, dropped with the test."""
+    url = os.environ.get("QDRANT_URL", "")
+    if not url:
+        pytest.skip("QDRANT_URL is not set: the live-server cases of the store contract need a Qdrant server")
+    from sunlib.store.qdrant import Location, QdrantStore
+
+    return QdrantStore(db, Location(url=url), "t" + hashlib.sha256(str(db).encode()).hexdigest()[:16])
+
+
 BACKENDS: dict[str, Callable[[Path], Store]] = {
     "sqlite-vec": lambda db: SqliteStore(db, "sqlite-vec"),
     "numpy": lambda db: SqliteStore(db, "numpy"),
+    "qdrant-local": _qdrant_local,  # qdrant-client's local mode, on disk in the tmp dir
+    "qdrant-edge": _qdrant_edge,  # Qdrant's engine in-process (qdrant-edge-py), on disk in the tmp dir
+    "qdrant-server": _qdrant_server,  # skipped unless QDRANT_URL names a server
 }
 
 SPACE = Space("test", "hand-made", 4, "contract")

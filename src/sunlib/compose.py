@@ -21,21 +21,28 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .config import StoreSettings
 from .errors import UserError
 from .store import SqliteStore
 
 T = TypeVar("T")
 
 
-def open_store(path: Path, dense_engine: str) -> SqliteStore:
+def open_store(path: Path, dense_engine: str, backend: StoreSettings | None = None) -> SqliteStore:
     """The one place that opens the index for a Library (a connection of its own).
 
     Connections with the numpy engine share one in-memory matrix per index, space and
-    write generation (``store.memory.SHARED``) instead of loading a copy each."""
+    write generation (``store.memory.SHARED``) instead of loading a copy each. With
+    ``[store] backend = "qdrant"`` the SQLite file holds the notes and chunks and Qdrant
+    the lexical and vector indexes (``store.qdrant``)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create the index folder {path.parent}: {exc.strerror or exc}") from None
+    if backend is not None and backend.backend == "qdrant":
+        from .store.qdrant import open_qdrant_store
+
+        return open_qdrant_store(path, backend)
     return SqliteStore(path, dense_engine)
 
 
@@ -47,8 +54,8 @@ class ThreadStores:
     the calling thread's store. Only its own thread closes a store (``release()``), or
     any thread once its owner has ended: at the next open and at ``close()``."""
 
-    def __init__(self, path: Path, dense_engine: str) -> None:
-        self.path, self.dense_engine = path, dense_engine
+    def __init__(self, path: Path, dense_engine: str, backend: StoreSettings | None = None) -> None:
+        self.path, self.dense_engine, self.backend = path, dense_engine, backend
         self._lock = threading.Lock()
         self._open: dict[int, tuple[threading.Thread, SqliteStore]] = {}
 
@@ -59,7 +66,7 @@ class ThreadStores:
             return entry[1]
         with self._lock:
             self._close_ended()
-        store = open_store(self.path, self.dense_engine)
+        store = open_store(self.path, self.dense_engine, self.backend)
         with self._lock:
             self._open[thread.ident or 0] = (thread, store)
         return store
@@ -105,15 +112,16 @@ class Shared:
         # An RLock: a note write re-reads its note under the lock and may sync it first.
         self.write_lock = threading.RLock()
         self._lock = threading.Lock()
-        self._stores: dict[str, ThreadStores] = {}
+        self._stores: dict[tuple[str, StoreSettings | None], ThreadStores] = {}
         self._parts: dict[Hashable, Any] = {}
         self._building: dict[Hashable, threading.Lock] = {}
 
-    def stores(self, dense_engine: str) -> ThreadStores:
+    def stores(self, dense_engine: str, backend: StoreSettings | None = None) -> ThreadStores:
         with self._lock:
-            stores = self._stores.get(dense_engine)
+            key = (dense_engine, backend)
+            stores = self._stores.get(key)
             if stores is None:
-                stores = self._stores[dense_engine] = ThreadStores(self.db_path, dense_engine)
+                stores = self._stores[key] = ThreadStores(self.db_path, dense_engine, backend)
             return stores
 
     def part(self, key: Hashable, build: Callable[[], T]) -> T:

@@ -248,6 +248,25 @@ class ServerSettings(BaseModel):
     dense_engine_numpy: bool = True  # a long-running server keeps vectors in memory (fast KNN)
 
 
+class StoreSettings(BaseModel):
+    """Where the index lives (docs/scale-out.md). "sqlite": one SQLite file (FTS5 + sqlite-vec)
+    in ``index_dir``. "qdrant": the notes and chunks stay in that file, BM25 and the vectors
+    go to Qdrant: a server at ``url``, or else a folder ``path`` (empty: ``<index_dir>/qdrant``)
+    served in this process by ``local``: "qdrant-edge" (Qdrant's engine in-process) or
+    "qdrant-client" (its local mode: exact search in Python, one commit per point; ":memory:"
+    keeps nothing). ``collection``
+    prefixes the collection names (empty: one derived from the index file's id)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    backend: Literal["sqlite", "qdrant"] = "sqlite"
+    url: str = ""
+    path: str = ""
+    local: Literal["qdrant-edge", "qdrant-client"] = "qdrant-edge"
+    collection: str = Field("", pattern=r"^[A-Za-z0-9_-]*$")
+    api_key_env: str = "QDRANT_API_KEY"  # the environment variable holding the server's API key, if any
+
+
 class McpSettings(BaseModel):
     """`sunlib mcp` (stdio) and the `/mcp` endpoint of `sunlib serve` (sunlib.server.mcp)."""
 
@@ -272,6 +291,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
 
     @classmethod
     def settings_customise_sources(

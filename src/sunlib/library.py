@@ -116,7 +116,7 @@ class Library:
     @property
     def stores(self) -> ThreadStores:
         """The per-thread connections to the index (hand this to a part that outlives a thread)."""
-        return self._shared.stores(self._settings.search.dense_engine)
+        return self._shared.stores(self._settings.search.dense_engine, self._settings.store)
 
     @property
     def store(self) -> SqliteStore:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import SunlibError
-from . import admin, ask, calibrate, chat, evaluate, index, mcp, search, serve  # noqa: F401 - registers the verbs
+from . import admin, ask, calibrate, chat, evaluate, index, mcp, migrate, search, serve  # noqa: F401 - registers the verbs
 from .app import app
 
 EXIT_ERROR = 1
