@@ -441,6 +441,10 @@ def render(passes: list[PassResult], stream: StreamResult, max_examples: int, se
         f"Failures are distinct (operation, check, message). SSE body fuzz statuses: {statuses or '-'}; "
         f"first events of 200 streams: {firsts or '-'}.",
         "",
+        "`make fuzz` runs this script as above (50 examples, seed 5). `make test` runs a bounded crash pass "
+        "(`tests/test_bad_input.py`: every operation and phase, 5 examples per operation, seed 7). A 200 of "
+        "the endless file feed (`GET /api/index/files/events`) is read for 2 s, then closed.",
+        "",
     ]
     server = {(f.operation, f.body): f for p in passes for f in p.failures if f.server_error}
     if server:
