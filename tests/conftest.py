@@ -93,7 +93,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if _timer is not None and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        _timer.store(session.config.cache)
+        _timer.store(getattr(session.config, "cache", None))
 
 
 @pytest.fixture(autouse=True)

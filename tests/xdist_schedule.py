@@ -55,7 +55,8 @@ def make_scheduler(config: Any, log: Any, tests_dir: Path) -> Any:
     from xdist.scheduler import LoadFileScheduling
 
     e5 = e5_files(tests_dir)
-    seconds: dict[str, float] = config.cache.get(CACHE_KEY, {}) if config.cache else {}
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    seconds: dict[str, float] = cache.get(CACHE_KEY, {}) if cache is not None else {}
 
     class UnitScheduling(LoadFileScheduling):
         _ordered = False
