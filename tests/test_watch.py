@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from clients import sunlib
+from clients import ctrl_c_default, sunlib
 from sunlib import Library
 from sunlib.store import NoteState
 from sunlib.watch import Watcher, ignored
@@ -192,7 +192,9 @@ def test_cli_index_watch_prints_a_line_per_batch_and_stops_on_ctrl_c(tmp_path: P
     (vault / "a.md").write_text("# A\n\nalpha\n", encoding="utf-8")
     env = {**os.environ, "SUNLIB_HOME": str(tmp_path / "home")}
     cmd = [sys.executable, "-m", "sunlib", "index", str(vault), "--provider", "hash", "--watch", "-q"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_default
+    )
     try:
         assert proc.stderr is not None and proc.stdout is not None
         until(lambda: "watching" in proc.stderr.readline(), "the watcher to start")  # type: ignore[union-attr]
