@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_HOME := $(CURDIR)/.demo
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install demo test lint typecheck unit browser screenshots bench llama test-llama clean
+.PHONY: install demo test lint typecheck unit browser screenshots bench fuzz llama test-llama clean
 
 $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -37,8 +37,11 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
+# Two workers on two cores; whole files per worker, the e5 files together (tests/xdist_schedule.py).
+# PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= 2
 unit: install browser
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # The browser test drives Debian's chromium (never a downloaded browser); install it when missing.
 browser:
@@ -63,6 +66,11 @@ test-llama: llama
 
 bench: install
 	$(PY) benchmarks/store_bench.py
+
+# The full-depth API fuzz (schemathesis, 50 examples per operation, two passes); writes its figures
+# into docs/reliability.md. `make test` runs a bounded pass (tests/test_bad_input.py).
+fuzz: install
+	$(PY) benchmarks/fuzz_api.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,13 @@ def sunlib_process(
         env={**os.environ, **(env or {})},
         timeout=timeout,
     )
+
+
+def ctrl_c_default() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT: Ctrl-C acts as a terminal's
+    does, even when this run inherited SIGINT ignored (a suite started in the background by a
+    shell without job control ignores it, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 SCREENSHOTS_ENV = "SUNLIB_SCREENSHOTS"

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
+import xdist_schedule
 from llm_server import ChatServer
 from llm_server import start as start_chat_server
 from sunlib import Library
@@ -26,6 +27,7 @@ from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
 
 SAMPLE_VAULT = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "sample_vault"
+TESTS_DIR = Path(__file__).resolve().parent
 
 
 class CountingEmbedder(HashEmbedder):
@@ -63,6 +65,35 @@ def _counting(settings: EmbeddingSettings) -> CountingEmbedder:
 @register_embedder("flaky")
 def _flaky(settings: EmbeddingSettings) -> FlakyEmbedder:
     return FlakyEmbedder(settings.dimensions or 64)
+
+
+# -- spreading the run over pytest-xdist workers (tests/xdist_schedule.py) ---------------------
+
+_timer: xdist_schedule.UnitTimer | None = None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile``: whole files per worker, the e5 files as one unit, longest first."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return xdist_schedule.make_scheduler(config, log, TESTS_DIR)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _timer
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        _timer = xdist_schedule.UnitTimer(TESTS_DIR)  # the controller of an xdist run
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if _timer is not None:
+        _timer.add(report.nodeid, report.duration)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _timer is not None and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        _timer.store(getattr(session.config, "cache", None))
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clients import SCREENSHOTS_ENV, screenshot_dir, sunlib
+from clients import SCREENSHOTS_ENV, ctrl_c_default, screenshot_dir, sunlib
 from sunlib.answer.refusals import refusal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +54,7 @@ def test_ctrl_c_during_index_says_what_is_kept(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **HASH},
+        preexec_fn=ctrl_c_default,
     )
     db = vault / ".sunlib" / "sunlib.db"
     deadline = time.monotonic() + 60

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import ir_measures
 import pytest
 from ir_measures import MRR, R, nDCG
 
+from clients import sunlib
 from conftest import FlakyEmbedder
 from sunlib.config import load_settings
 from sunlib.errors import DatasetError, ProviderError
@@ -115,24 +114,8 @@ def test_as_is_searches_the_index_with_the_vectors_it_has(tmp_path: Path, monkey
 
 def test_eval_cli_json_has_exactly_the_metric_keys(tmp_path: Path) -> None:
     ds = write_beir(tmp_path / "ds")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sunlib",
-            "eval",
-            "retrieval",
-            str(ds),
-            "--mode",
-            "bm25",
-            "--json",
-            "--report",
-            str(tmp_path / "report.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    args = ("eval", "retrieval", str(ds), "--mode", "bm25", "--json")
+    r = sunlib(*args, "--report", str(tmp_path / "report.json"))
     assert r.returncode == 0, r.stderr
     metrics = json.loads(r.stdout)
     assert list(metrics) == ["ndcg@10", "recall@10", "recall@100", "mrr@10", "latency_ms_p50", "latency_ms_p95"]
@@ -140,12 +123,7 @@ def test_eval_cli_json_has_exactly_the_metric_keys(tmp_path: Path) -> None:
     assert set(full["per_query"]) == {"q1", "q2", "q3", "q4"}
     assert full["info"]["mode"] == "bm25"
 
-    as_is = subprocess.run(
-        [sys.executable, "-m", "sunlib", "eval", "retrieval", str(ds), "--mode", "bm25", "--as-is", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    as_is = sunlib(*args, "--as-is")
     assert as_is.returncode == 0, as_is.stderr
     assert list(json.loads(as_is.stdout)) == [*metrics, "vectors_pending", "filled_in_per_query"]
 

@@ -96,7 +96,9 @@ def test_serves_the_api_docs_and_stops(indexed: Path, serving: list[Serving]) ->
     s = Serving("--no-index", "--vault", str(indexed), env=HASH_ENV)
     serving.append(s)
     s.wait()
-    with httpx.Client(base_url=s.url, timeout=10) as client:
+    # the first ask of a fresh process loads the bilingual dictionary and the sentence model:
+    # seconds when idle, half a minute on a loaded machine
+    with httpx.Client(base_url=s.url, timeout=120) as client:
         status = client.get("/api/index/status")
         assert status.status_code == 200, status.text
         info = status.json()
