@@ -1,8 +1,10 @@
 """The store contract: one suite, run against every implementation of the store protocols.
 
 Each parameter of the ``backend`` fixture builds a ``Store`` (a DocumentStore with its
-LexicalIndex and VectorIndex) on a real file in a tmp dir. Today there are two: the SQLite
-documents and FTS5 with the sqlite-vec VectorIndex, and the same with the numpy VectorIndex.
+LexicalIndex and VectorIndex) on a real file in a tmp dir. Today there are four: the SQLite
+documents and FTS5 with the sqlite-vec VectorIndex, the same with the numpy VectorIndex, with the
+usearch VectorIndex (an HNSW graph beside the file; exact below its size threshold), and with the
+usearch VectorIndex forced through its graph.
 Adding a backend is a matter of adding one entry to ``BACKENDS`` (a function from a db path to
 a Store): every test below then runs against it, and a backend that fails one is not done.
 
@@ -29,14 +31,26 @@ from sunlib.store import (
     Space,
     SqliteStore,
     Store,
+    UsearchVectors,
     VectorIndex,
     VectorItem,
     Visibility,
 )
 
+
+def _graph_only(db: Path) -> Store:
+    """The usearch engine with its exact path turned off: every KNN runs through the HNSW graph
+    (at the sizes here the engine would otherwise score the visible vectors exactly)."""
+    store = SqliteStore(db, "usearch")
+    store.vectors = UsearchVectors(store.db, store, exact_rows=0)
+    return store
+
+
 BACKENDS: dict[str, Callable[[Path], Store]] = {
     "sqlite-vec": lambda db: SqliteStore(db, "sqlite-vec"),
     "numpy": lambda db: SqliteStore(db, "numpy"),
+    "usearch": lambda db: SqliteStore(db, "usearch"),
+    "usearch-graph": _graph_only,
 }
 
 SPACE = Space("test", "hand-made", 4, "contract")

@@ -124,6 +124,10 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     INSERT OR IGNORE INTO meta(key, value) VALUES('index_uuid', lower(hex(randomblob(16))));
     """,
     _stamp_existing_vectors,
+    # 5 (4 stamps the vectors written before 3): when each vector was written, the write
+    # generation of its transaction, so derived indexes (the HNSW graphs of store/ann.py) tell a
+    # replaced vector from the one they hold for its chunk.
+    "ALTER TABLE vector_stamps ADD COLUMN written INTEGER NOT NULL DEFAULT 0;",
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
