@@ -1,7 +1,7 @@
 """The usearch dense engine: ACL inside the search, exact where the visible set is small, and a
 graph file that is derived data (caught up by difference, rebuilt when missing or damaged).
 
-One module-wide index of 2,000 one-chunk notes with random 32-d vectors: 20 notes (1%) are
+One module-wide index of 1,000 one-chunk notes with random 32-d vectors: 10 notes (1%) are
 readable by the principal "few", the rest by "many". Every answer is compared with an exact
 search (numpy) over the vectors the principal may see.
 """
@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from sunlib.config import load_settings
+from clients import sunlib
+from sunlib.cli.serve import server_dense_engine
+from sunlib.config import ServerSettings, load_settings
 from sunlib.indexing import sync_text
 from sunlib.store import Space, SqliteStore, UsearchVectors, VectorItem, Visibility
 from sunlib.store.ann import GRAPHS
 
-NOTES, FEW = 2000, 20
+NOTES, FEW = 1000, 10
 DIM = 32
 SPACE = Space("test", "random", DIM, "ann")
 FEW_ONLY, MANY_ONLY, BOTH = Visibility(("few",)), Visibility(("many",)), Visibility(("few", "many"))
@@ -191,7 +191,11 @@ def test_a_save_removes_what_an_interrupted_save_left(small: tuple[SqliteStore, 
     engine.refresh(SPACE)
     files = engine.files(SPACE)
     assert files is not None
-    leftovers = [files.graph_path("dead00"), files.keys_path("dead00"), files.folder / f".{files.table}.dead00.json.tmp"]
+    leftovers = [
+        files.graph_path("dead00"),
+        files.keys_path("dead00"),
+        files.folder / f".{files.table}.dead00.json.tmp",
+    ]
     for path in leftovers:
         path.write_bytes(b"half written")
     assert engine.state(SPACE).state == "fresh"  # the stamp names its own files, not these
@@ -199,35 +203,46 @@ def test_a_save_removes_what_an_interrupted_save_left(small: tuple[SqliteStore, 
     engine.refresh(SPACE)
     assert not any(path.exists() for path in leftovers)
     assert sorted(p.name for p in files.folder.iterdir()) == sorted(
-        [files.stamp_path.name, files.graph_path(files.read_stamp().token).name, files.keys_path(files.read_stamp().token).name]  # type: ignore[union-attr]
+        [
+            files.stamp_path.name,
+            files.graph_path(files.read_stamp().token).name,
+            files.keys_path(files.read_stamp().token).name,
+        ]  # type: ignore[union-attr]
     )
 
 
 def test_doctor_reports_a_damaged_graph_and_repair_rebuilds_it(tmp_path: Path) -> None:
     vault = write_vault(tmp_path / "vault", 30, 3)
-    index_dir, home = tmp_path / "index", tmp_path / "home"
+    index_dir = tmp_path / "index"
     env = {
-        "PATH": "/usr/bin:/bin",
         "SUNLIB_INDEX_DIR": str(index_dir),
-        "SUNLIB_HOME": str(home),
+        "SUNLIB_HOME": str(tmp_path / "home"),
         "SUNLIB_EMBEDDING__PROVIDER": "hash",
         "SUNLIB_SEARCH__DENSE_ENGINE": "usearch",
-        "OMP_NUM_THREADS": "1",
-        "PYTHONPATH": ":".join(sys.path),
     }
 
-    def sunlib(*args: str) -> tuple[int, dict[str, object]]:
-        r = subprocess.run(
-            [sys.executable, "-m", "sunlib", *args], env=env, capture_output=True, text=True, timeout=120
-        )
-        return r.returncode, json.loads(r.stdout) if r.stdout.startswith("{") else {}
+    def doctor(*args: str) -> tuple[int, list[str]]:
+        r = sunlib("doctor", "--json", "-V", str(vault), *args, env=env)
+        return r.returncode, [a["state"] for a in json.loads(r.stdout)["ann"]]
 
-    assert sunlib("index", str(vault), "-q")[0] == 0
-    code, report = sunlib("doctor", "--json", "-V", str(vault))
-    assert code == 0 and [a["state"] for a in report["ann"]] == ["fresh"]  # type: ignore[index,union-attr]
+    assert sunlib("index", str(vault), "-q", env=env).returncode == 0
+    assert doctor() == (0, ["fresh"])  # `sunlib index` saved the graph after the vector phase
     for graph in (index_dir / "sunlib.ann").glob("*.usearch"):
         graph.write_bytes(b"\0" * 64)
-    code, report = sunlib("doctor", "--json", "-V", str(vault))
-    assert code == 1 and [a["state"] for a in report["ann"]] == ["damaged"]  # type: ignore[index,union-attr]
-    code, report = sunlib("doctor", "--json", "--repair", "-V", str(vault))
-    assert code == 0 and [a["state"] for a in report["ann"]] == ["fresh"]  # type: ignore[index,union-attr]
+    assert doctor() == (1, ["damaged"])
+    assert doctor("--repair") == (0, ["fresh"])
+    shutil.rmtree(index_dir / "sunlib.ann")
+    assert doctor() == (0, ["missing"])  # rebuilt on the next search: not a problem
+
+
+def test_the_server_switches_to_the_graph_from_a_chunk_count() -> None:
+    counted: list[int] = []
+
+    def chunks() -> int:
+        counted.append(1)
+        return 150_000
+
+    assert server_dense_engine(ServerSettings(), chunks) == "numpy" and counted == []  # default: never counts
+    assert server_dense_engine(ServerSettings(ann_above_chunks=100_000), chunks) == "usearch"
+    assert server_dense_engine(ServerSettings(ann_above_chunks=200_000), chunks) == "numpy"
+    assert server_dense_engine(ServerSettings(ann_above_chunks=200_000, dense_engine_numpy=False), chunks) is None

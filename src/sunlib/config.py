@@ -244,6 +244,10 @@ class ServerSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)  # closed by default
     max_body_bytes: int = Field(2_000_000, ge=1024)
     dense_engine_numpy: bool = True  # a long-running server keeps vectors in memory (fast KNN)
+    # From this many chunks on, the server searches an HNSW graph (dense_engine "usearch", kept in
+    # the index folder) instead of the numpy matrix, whose scan grows with the index (~50 ms at
+    # 1M chunks); 0 never switches. docs/benchmarks.md "HNSW engines" for the measurements.
+    ann_above_chunks: int = Field(0, ge=0)
 
 
 class McpSettings(BaseModel):

@@ -260,7 +260,7 @@ class UsearchVectors:
         matrix = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.float32).reshape(len(rows), space.dim)
         if self.dtype != "f32":  # spread each vector over the quantized range (cosine ignores scale)
             peak = np.abs(matrix).max(axis=1, keepdims=True)
-            matrix = matrix / np.where(peak > 0, peak, 1.0)
+            matrix = (matrix / np.where(peak > 0, peak, 1.0)).astype(np.float32)
         graph.index.add(keys, matrix, threads=1)
         graph.added += len(keys)
 
