@@ -20,10 +20,10 @@ visible rowids the store materialises (``Db.visible_table``):
   scored by a matrix product, so a principal who sees 1% of a million chunks gets the exact
   top-k of what it sees;
 * otherwise the graph is searched for more candidates than asked (``k`` over the visible share,
-  times ``OVERFETCH``; usearch raises ef to the candidates asked) and the visible ones are kept,
-  asking again for four times as many until ``k`` visible ones are found. When even the whole
-  graph does not yield them, the visible set is searched exactly: a visible chunk is never
-  crowded out by restricted ones.
+  times ``OVERFETCH``, at least ``MIN_CANDIDATES``; usearch raises ef to the candidates asked)
+  and the visible ones are kept, asking again for four times as many until ``k`` visible ones
+  are found. When even the whole graph does not yield them, the visible set is searched
+  exactly: a visible chunk is never crowded out by restricted ones.
 
 Graphs are shared by every connection of a process (keyed by the index file's identity), behind
 a lock per graph. ``refresh`` catches up and saves (the indexer calls it after the vector phase,
@@ -58,6 +58,10 @@ EXPANSION_SEARCH = 128
 EXACT_ROWS = 20_000  # a visible set this small is scored exactly (~1 ms for 384-d float32)
 EXACT_SHARE = 0.02  # ... and so is one under 2% of the space (over-fetching would ask for k/0.02)
 OVERFETCH = 2.0  # candidates asked = k / visible share * OVERFETCH
+# ... and never fewer than this: a graph search asked for 10 misses more of the true top 10 than one
+# asked for 100 and cut to 10 (recall@10 0.91 against 0.98 at 100k, docs/benchmarks.md), for ~2x the
+# time of a search that takes well under a millisecond. The dense route asks for 100 anyway.
+MIN_CANDIDATES = 100
 SAVE_SHARE = 0.05  # a query saves a caught-up graph when this share of it is unsaved
 SUBSETS_KEPT = 8  # exact-search matrices (one per visible set and generation) kept per graph
 MASKS_KEPT = 32  # visibility masks kept per graph
@@ -349,7 +353,7 @@ class UsearchVectors:
         """HNSW over the whole graph, keeping visible keys only; asks for more until k are visible."""
         total = len(graph.keys)
         want = min(k, visible)
-        count = min(total, max(k, int(np.ceil(k * total / visible * OVERFETCH))))
+        count = min(total, max(k, MIN_CANDIDATES, int(np.ceil(k * total / visible * OVERFETCH))))
         while True:
             matches = graph.index.search(q, count, threads=1)
             keys = np.asarray(matches.keys, dtype=np.int64)
