@@ -81,7 +81,11 @@ def exact(store: SqliteStore, vectors: dict[str, np.ndarray], vis: Visibility, q
 
 
 def engines(store: SqliteStore) -> dict[str, UsearchVectors]:
-    return {"exact path": UsearchVectors(store.db, store), "graph path": UsearchVectors(store.db, store, exact_rows=0)}
+    return {
+        "exact path": UsearchVectors(store.db, store),
+        "graph path": UsearchVectors(store.db, store, exact_rows=0),
+        "int8 graph, rescored": UsearchVectors(store.db, store, dtype="i8", exact_rows=0),
+    }
 
 
 def queries(n: int, seed: int = 7) -> np.ndarray:
