@@ -82,9 +82,9 @@ class SearchSettings(BaseModel):
     # Where the dense route ranks: inside SQLite (sqlite-vec KNN with the visibility
     # constraint) or in memory (numpy over a cached matrix, the same visibility mask
     # applied before ranking; for long-running processes and large vaults), or an HNSW graph
-    # kept in the index folder (usearch, float32 or int8 vectors: ACL inside the search, exact
+    # kept in the index folder (usearch, float32, float16 or int8 vectors: ACL inside the search, exact
     # below 20k visible chunks; for a server above ~100k chunks, docs/benchmarks.md).
-    dense_engine: Literal["sqlite-vec", "numpy", "usearch", "usearch-i8"] = "sqlite-vec"
+    dense_engine: Literal["sqlite-vec", "numpy", "usearch", "usearch-f16", "usearch-i8"] = "sqlite-vec"
     principals: list[str] = Field(default_factory=lambda: ["public"])
     # Cross-language retrieval (hybrid mode): a third route ranks the visible chunks in the other
     # script than the question's (a Chinese question: the chunks without CJK characters; any

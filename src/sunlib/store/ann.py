@@ -10,8 +10,10 @@ Nothing is rebuilt for an update; a missing or foreign file is rebuilt from SQLi
 
 Quantized graphs (``usearch-i8``) hold each vector scaled so that its largest component is 1:
 usearch maps [-1, 1] onto int8, and the components of a unit 384-d vector are ~0.05, so
-unscaled they would use a dozen of the 255 levels. Cosine ignores the scale. Their candidates
-(``RESCORE`` times k) are then ranked by the float32 vectors in SQLite, so scores are exact.
+unscaled they would use a dozen of the 255 levels. Cosine ignores the scale. Their scores are
+the quantized ones (ranking candidates again by SQLite's float32 vectors was tried: sqlite-vec
+reads a vector by rowid in ~0.7 ms, 70 ms for 100 candidates). ``usearch-f16`` halves memory
+with float32's recall.
 
 Visibility (ACL, filters, script) is applied inside the search, before ranking, from the
 visible rowids the store materialises (``Db.visible_table``):
@@ -60,12 +62,9 @@ EXACT_ROWS = 20_000  # a visible set this small is scored exactly (~1 ms for 384
 EXACT_SHARE = 0.02  # ... and so is one under 2% of the space (over-fetching would ask for k/0.02)
 OVERFETCH = 2.0  # candidates asked = k / visible share * OVERFETCH
 # ... and never fewer than this: a graph search asked for 10 misses more of the true top 10 than one
-# asked for 100 and cut to 10 (recall@10 0.91 against 0.98 at 100k, docs/benchmarks.md), for ~2x the
-# time of a search that takes well under a millisecond. The dense route asks for 100 anyway.
+# asked for 100 and cut to 10, for a little more time on a search that takes well under a
+# millisecond (docs/benchmarks.md "HNSW engines"). The dense route asks for 100 anyway.
 MIN_CANDIDATES = 100
-# A quantized graph (int8) finds RESCORE x k candidates (at least MIN_CANDIDATES), and their float32
-# vectors in SQLite rank them: int8 distances alone reached a recall@10 of 0.93 at 20k.
-RESCORE = 4
 SAVE_SHARE = 0.05  # a query saves a caught-up graph when this share of it is unsaved
 SUBSETS_KEPT = 8  # exact-search matrices (one per visible set and generation) kept per graph
 MASKS_KEPT = 32  # visibility masks kept per graph
@@ -302,13 +301,10 @@ class UsearchVectors:
             if visible == 0:
                 return []
             q = np.asarray(query, dtype=np.float32)
-            wanted = k if self.dtype == "f32" else max(RESCORE * k, MIN_CANDIDATES)
             if visible <= self.exact_rows or visible < EXACT_SHARE * len(graph.keys):
-                found = self._exact(graph, visibility.key, mask, q, wanted)
+                found = self._exact(graph, visibility.key, mask, q, k)
             else:
-                found = self._filtered(graph, visibility.key, mask, visible, q, wanted)
-        if self.dtype != "f32":
-            found = self._rescored(space, [key for key, _ in found], q, k)
+                found = self._filtered(graph, visibility.key, mask, visible, q, k)
         ids = chunk_ids_of(self.db, [key for key, _ in found])
         return [(ids[key], score) for key, score in found if key in ids]
 
@@ -353,19 +349,6 @@ class UsearchVectors:
         top = np.argpartition(-scores, k - 1)[:k] if k < len(keys) else np.arange(len(keys))
         top = top[np.lexsort((keys[top], -scores[top]))]  # ties: by rowid, the order vectors were stored in
         return [(int(keys[i]), float(scores[i])) for i in top]
-
-    def _rescored(self, space: Space, keys: list[int], q: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """The top k of some candidates by their float32 vectors in SQLite (a quantized graph ranks
-        near neighbours by coarse distances: it finds them, the stored vectors order them)."""
-        scored: list[tuple[int, float]] = []
-        for batch in batches(keys):
-            marks = ",".join("?" * len(batch))
-            for rowid, blob in self.db.conn.execute(
-                f"SELECT rowid, embedding FROM {space.vec_table} WHERE rowid IN ({marks})", batch
-            ):
-                scored.append((int(rowid), float(np.frombuffer(bytes(blob), dtype=np.float32) @ q)))
-        scored.sort(key=lambda pair: (-pair[1], pair[0]))
-        return scored[:k]
 
     def _filtered(
         self, graph: _Graph, key: tuple[object, ...], mask: np.ndarray, visible: int, q: np.ndarray, k: int

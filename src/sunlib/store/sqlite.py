@@ -4,7 +4,7 @@
 connection (a reader thread opens its own). It is the ``DocumentStore`` itself and carries
 its ``lexical`` index (FTS5) and its ``vectors`` index, whose engine is chosen by name from
 ``DENSE_ENGINES``: ``sqlite-vec`` (KNN inside SQLite), ``numpy`` (the same vectors, searched
-in memory) or ``usearch`` / ``usearch-i8`` (an HNSW graph derived from the same vectors, kept
+in memory) or ``usearch`` / ``usearch-f16`` / ``usearch-i8`` (an HNSW graph derived from the same vectors, kept
 in the index folder beside the file: store/ann.py). SQL lives in this package only:
 documents.py, lexical.py, vectors.py, ann.py.
 """
@@ -40,6 +40,10 @@ def _usearch(db: Db, documents: SqliteDocuments) -> VectorIndex:
     return UsearchVectors(db, documents, dtype="f32")
 
 
+def _usearch_f16(db: Db, documents: SqliteDocuments) -> VectorIndex:
+    return UsearchVectors(db, documents, dtype="f16")
+
+
 def _usearch_i8(db: Db, documents: SqliteDocuments) -> VectorIndex:
     return UsearchVectors(db, documents, dtype="i8")
 
@@ -48,6 +52,7 @@ DENSE_ENGINES: dict[str, Callable[[Db, SqliteDocuments], VectorIndex]] = {
     "sqlite-vec": _sqlite_vec,
     "numpy": _numpy,
     "usearch": _usearch,
+    "usearch-f16": _usearch_f16,
     "usearch-i8": _usearch_i8,
 }
 
