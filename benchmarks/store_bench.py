@@ -1,8 +1,9 @@
 """Store benchmark on synthetic corpora: indexing throughput and query latency.
 
 Builds a vault of synthetic ~120-word notes (one chunk each) per size, indexes
-it with sunlib's real indexer, stores random unit vectors (so that embedding
-cost is excluded, then measured separately for a real model on a sample), and
+it with sunlib's real indexer, stores synthetic unit vectors (so that embedding
+cost is excluded, then measured separately for a real model on a sample; of
+intrinsic dimension 32, see ``synthetic_vectors``), and
 times BM25, dense and hybrid queries (query embedding excluded) against a
 numpy brute-force floor over the same vectors. Prints the figures and writes
 them into docs/benchmarks.md between markers.
@@ -10,6 +11,12 @@ them into docs/benchmarks.md between markers.
     python benchmarks/store_bench.py                # 10k and 100k chunks
     python benchmarks/store_bench.py --sizes 2000   # quick look
     python benchmarks/store_bench.py --bm25-only    # only the visible-statistics BM25 cost
+    python benchmarks/store_bench.py --sizes 100000 1000000 --ann usearch-i8   # make bench-1m
+
+The HNSW engines (``--ann``, default usearch and usearch-i8) are measured first at each size
+(benchmarks/ann_measure.py): build, memory, latency, recall@10 against exact search for every
+principal and for one who sees 1% of the notes, an incremental update. Progress lines are
+printed with the time as each figure is measured.
 
 It also measures what BM25 with the statistics of the visible chunks costs (docs/security.md,
 "scores"): the same queries through FTS5's ``bm25()`` and through the exact visible-set scoring
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,14 +42,22 @@ from sunlib.indexing import sync_text
 from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
 from sunlib.store import Space, SqliteStore, VectorItem, Visibility
+from sunlib.store.ann import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH
 from sunlib.text import fts_query
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ann_measure  # benchmarks/ann_measure.py, beside this script
 
 DIM = 384
 QUERIES = 200
+RANK, NOISE = 32, 0.3  # synthetic vectors: intrinsic dimension and noise (see synthetic_vectors)
+SLOW_QUERIES = 50  # queries through sqlite-vec's brute-force KNN at 500k chunks and more
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- store_bench:begin -->", "<!-- store_bench:end -->"
 BM25_BEGIN, BM25_END = "<!-- bm25_visible:begin -->", "<!-- bm25_visible:end -->"
+ANN_BEGIN, ANN_END = "<!-- ann_bench:begin -->", "<!-- ann_bench:end -->"
+ANN_ENGINES = ["usearch", "usearch-i8"]
 POOL = 50  # the lexical route's pool at the default limit of 10 (candidates per route)
 
 
@@ -57,14 +73,36 @@ def make_vault(root: Path, n: int, rng: random.Random, vocab: list[str]) -> None
         sentences = [" ".join(words[j : j + 12]).capitalize() + "." for j in range(0, 120, 12)]
         path = root / f"f{i // 1000:04d}" / f"n{i:07d}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"# Note {i}\n\n" + " ".join(sentences) + "\n", encoding="utf-8")
+        front = "---\nacl: [public, few]\n---\n" if i % 100 == 0 else ""  # "few" sees 1% of the notes
+        path.write_text(f"{front}# Note {i}\n\n" + " ".join(sentences) + "\n", encoding="utf-8")
 
 
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float) -> dict[str, float]:
+def synthetic_vectors(n: int, seed: int) -> np.ndarray:
+    """Unit vectors of intrinsic dimension ``RANK`` plus isotropic noise: text embeddings live near
+    a low-dimensional subspace, which is what makes graph search work; isotropic random 384-d
+    vectors (no structure, every neighbour almost as far as any point) are the worst case of
+    every ANN index and unlike any embedding model. One fixed basis for corpus and queries."""
+    basis = np.random.default_rng(42).standard_normal((RANK, DIM)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, DIM), dtype=np.float32)
+    for i in range(0, n, 100_000):
+        m = min(100_000, n - i)
+        block = rng.standard_normal((m, RANK)).astype(np.float32) @ basis
+        block += NOISE * np.sqrt(RANK) * rng.standard_normal((m, DIM)).astype(np.float32)
+        out[i : i + m] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return out
+
+
+def say(line: str) -> None:
+    """Progress of a long run, as it goes (a 1M run that cannot finish still reports what it got)."""
+    print(time.strftime("%H:%M:%S"), line, flush=True)
+
+
+def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float, ann: list[str]) -> dict[str, float]:
     tmp = Path(tempfile.mkdtemp(prefix=f"sunlib-bench-{n}-"))
     try:
         vault = tmp / "vault"
@@ -74,10 +112,10 @@ def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float) -> 
         report = sync_text(lib.store, vault, lib.settings.index)
         text_s = time.perf_counter() - t0
         chunks = report.chunks_written
+        say(f"{n:,}: text indexed in {text_s:.0f}s ({chunks / text_s:.0f} chunks/s)")
         space = Space("synthetic", "random-unit", DIM, "structure-v1:500:0.15")
         lib.store.vectors.ensure_space(space)
-        vectors = np.random.default_rng(0).standard_normal((chunks, DIM)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = synthetic_vectors(chunks, seed=0)
         pending = lib.store.vectors.pending(space)
         t0 = time.perf_counter()
         for i in range(0, len(pending), 1000):
@@ -85,52 +123,66 @@ def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float) -> 
             items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, vectors[j + i]) for j, p in enumerate(batch)]
             lib.store.vectors.upsert(space, items)
         vec_s = time.perf_counter() - t0
+        say(f"{n:,}: vectors inserted in {vec_s:.0f}s ({chunks / vec_s:.0f} chunks/s)")
 
         queries = [" ".join(rng.choices(vocab[:3000], k=rng.randint(2, 6))) for _ in range(QUERIES)]
-        qvecs = np.random.default_rng(1).standard_normal((QUERIES, DIM)).astype(np.float32)
-        qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
-        qmap = dict(zip(queries, qvecs, strict=True))
-        engine = SearchEngine(lib.store, lib.settings.search, space, lambda q: qmap[q])
-        mem_store = SqliteStore(lib.db_path, dense_engine="numpy")
-        mem_engine = SearchEngine(mem_store, lib.settings.search, space, lambda q: qmap[q])
-        t0 = time.perf_counter()
-        mem_engine.search(SearchRequest(queries[0], mode="dense", limit=10))  # loads the matrix once
-        load_s = time.perf_counter() - t0
-        lat: dict[str, list[float]] = {m: [] for m in ("bm25", "dense", "hybrid", "dense_mem", "hybrid_mem", "numpy")}
-        matrix = vectors.copy()
-        for q in queries:
-            for label, eng, mode in (
-                ("bm25", engine, "bm25"),
-                ("dense", engine, "dense"),
-                ("hybrid", engine, "hybrid"),
-                ("dense_mem", mem_engine, "dense"),
-                ("hybrid_mem", mem_engine, "hybrid"),
-            ):
-                t0 = time.perf_counter()
-                eng.search(SearchRequest(q, mode=mode, limit=10, filters=SearchFilters()))
-                lat[label].append((time.perf_counter() - t0) * 1000)
-            t0 = time.perf_counter()
-            scores = matrix @ qmap[q]
-            top = np.argpartition(-scores, 100)[:100]
-            top[np.argsort(-scores[top])]
-            lat["numpy"].append((time.perf_counter() - t0) * 1000)
-        bm25 = bm25_cost(lib, queries)
-        lib.close()
-        mem_store.close()
-        per_chunk_store_ms = (text_s + vec_s) / chunks * 1000
-        e5_ms = 1000.0 / e5_rate
-        return {
+        qvecs = synthetic_vectors(QUERIES, seed=1)
+        corpus = ann_measure.Corpus(lib.db_path, space, pending, vectors, queries, qvecs)
+        result: dict[str, float] = {
             "chunks": chunks,
             "text_index_chunks_per_s": chunks / text_s,
             "vector_store_chunks_per_s": chunks / vec_s,
-            "store_share_with_e5": per_chunk_store_ms / (per_chunk_store_ms + e5_ms),
-            "matrix_load_s": load_s,
-            **{f"{m}_p50": pct(v, 50) for m, v in lat.items()},
-            **{f"{m}_p95": pct(v, 95) for m, v in lat.items()},
-            **bm25,
         }
+        result.update(brute_force(lib, corpus))
+        result.update(bm25_cost(lib, queries))
+        for name in ann:  # after BM25 and the exact engines: a 1M build takes long with one thread
+            found = ann_measure.measure(name, corpus, lib.settings.search, say)
+            result.update({f"{name}:{k}": v for k, v in found.items()})
+            result[f"{name}:share_with_e5"] = share(text_s, vec_s + found["build_s"], chunks, e5_rate)
+        lib.close()
+        result["store_share_with_e5"] = share(text_s, vec_s, chunks, e5_rate)
+        return result
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def share(text_s: float, vec_s: float, chunks: int, e5_rate: float) -> float:
+    """The store's share of indexing time next to e5: store time per chunk over that plus e5's."""
+    per_chunk_store_ms = (text_s + vec_s) / chunks * 1000
+    return per_chunk_store_ms / (per_chunk_store_ms + 1000.0 / e5_rate)
+
+
+def brute_force(lib: Library, corpus: ann_measure.Corpus) -> dict[str, float]:
+    """BM25, and the two exact dense engines (sqlite-vec, numpy) against the bare numpy floor."""
+    qmap = dict(zip(corpus.queries, corpus.qvecs, strict=True))
+    engine = SearchEngine(lib.store, lib.settings.search, corpus.space, lambda q: qmap[q])
+    mem_store = SqliteStore(lib.db_path, dense_engine="numpy")
+    mem_engine = SearchEngine(mem_store, lib.settings.search, corpus.space, lambda q: qmap[q])
+    t0 = time.perf_counter()
+    mem_engine.search(SearchRequest(corpus.queries[0], mode="dense", limit=10))  # loads the matrix once
+    load_s = time.perf_counter() - t0
+    lat: dict[str, list[float]] = {m: [] for m in ("bm25", "dense", "hybrid", "dense_mem", "hybrid_mem", "numpy")}
+    slow = SLOW_QUERIES if len(corpus.pending) >= 500_000 else len(corpus.queries)  # sqlite-vec: ~0.4 s each at 1M
+    for n, q in enumerate(corpus.queries):
+        routes = [("bm25", engine, "bm25"), ("dense_mem", mem_engine, "dense"), ("hybrid_mem", mem_engine, "hybrid")]
+        if n < slow:
+            routes += [("dense", engine, "dense"), ("hybrid", engine, "hybrid")]
+        for label, eng, mode in routes:
+            t0 = time.perf_counter()
+            eng.search(SearchRequest(q, mode=mode, limit=10, filters=SearchFilters()))
+            lat[label].append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        scores = corpus.vectors @ qmap[q]
+        top = np.argpartition(-scores, 100)[:100]
+        top[np.argsort(-scores[top])]
+        lat["numpy"].append((time.perf_counter() - t0) * 1000)
+    mem_store.close()
+    say(f"{len(corpus.pending):,}: BM25 p95 {pct(lat['bm25'], 95):.1f} ms; brute-force engines measured")
+    return {
+        "matrix_load_s": load_s,
+        **{f"{m}_p50": pct(v, 50) for m, v in lat.items()},
+        **{f"{m}_p95": pct(v, 95) for m, v in lat.items()},
+    }
 
 
 def bm25_cost(lib: Library, queries: list[str]) -> dict[str, float]:
@@ -191,6 +243,42 @@ def render_bm25(results: list[dict[str, float]]) -> str:
         )
     lines.append(BM25_END)
     return "\n".join(lines)
+
+
+def render_ann(results: list[dict[str, float]], engines: list[str]) -> str:
+    lines = [
+        ANN_BEGIN,
+        f"HNSW engines (usearch {usearch_version()}, M={CONNECTIVITY}, ef_construction={EXPANSION_ADD},"
+        f" ef={EXPANSION_SEARCH} raised to the candidates asked; 1 thread). Latency in ms p50 / p95 over"
+        f" {QUERIES} queries through sunlib's search (query embedding excluded); recall@10 against exact search"
+        f" over the same visible vectors ({ann_measure.RECALL_QUERIES} queries); update = {ann_measure.UPDATE}"
+        " vectors replaced, then caught up (no rebuild) and saved:",
+        "",
+        "| chunks | engine | build s | memory MB (per 1M) | dense | hybrid | recall@10 all visible | recall@10 1%"
+        " principal | update: catch-up s / save s | store share with e5 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        for e in engines:
+            if f"{e}:build_s" not in r:
+                continue
+            lines.append(
+                f"| {int(r['chunks']):,} | {e} | {r[e + ':build_s']:.0f} |"
+                f" {r[e + ':memory_mb']:.0f} ({r[e + ':memory_mb_per_1m']:.0f}) |"
+                f" {r[e + ':dense_p50']:.1f} / {r[e + ':dense_p95']:.1f} |"
+                f" {r[e + ':hybrid_p50']:.1f} / {r[e + ':hybrid_p95']:.1f} |"
+                f" {r[e + ':recall_all']:.3f} | {r[e + ':recall_few']:.3f} |"
+                f" {r[e + ':update_catch_up_s']:.2f} / {r[e + ':update_save_s']:.1f} |"
+                f" {r[e + ':share_with_e5'] * 100:.1f}% |"
+            )
+    lines.append(ANN_END)
+    return "\n".join(lines)
+
+
+def usearch_version() -> str:
+    import usearch
+
+    return str(usearch.__version__)
 
 
 def write_section(begin: str, end: str, table: str) -> None:
@@ -263,6 +351,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
     ap.add_argument("--bm25-only", action="store_true", help="measure only BM25's visible-statistics cost")
+    ap.add_argument("--ann", nargs="*", default=ANN_ENGINES, help="HNSW engines to measure (none: skip)")
     args = ap.parse_args()
     rng = random.Random(42)
     vocab = vocabulary(rng)
@@ -275,14 +364,16 @@ def main() -> None:
     e5_rate = e5_throughput()
     results = []
     for n in args.sizes:
-        r = bench_size(n, rng, vocab, e5_rate)
+        r = bench_size(n, rng, vocab, e5_rate, args.ann)
         print({k: round(v, 3) for k, v in r.items()}, flush=True)
         results.append(r)
     table = render(results, e5_rate)
-    print(table + "\n" + render_bm25(results))
+    print(table + "\n" + render_bm25(results) + "\n" + render_ann(results, args.ann))
     if not args.no_write:
         write_section(BEGIN, END, table)
         write_section(BM25_BEGIN, BM25_END, render_bm25(results))
+        if args.ann:
+            write_section(ANN_BEGIN, ANN_END, render_ann(results, args.ann))
 
 
 if __name__ == "__main__":

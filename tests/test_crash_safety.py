@@ -98,6 +98,18 @@ def test_kill_trials_leave_sound_indexes_that_complete_to_a_clean_build(tmp_path
     assert summary["mismatches"] == 0, summary["failures"]
 
 
+def test_kill_trials_with_the_hnsw_engine_leave_graphs_that_match_sqlite(tmp_path: Path) -> None:
+    """The indexer saves the HNSW graph after its vector phase: kills land in text, vectors and
+    graph saves; the completed index's graph files hold exactly SQLite's vectors (verify)."""
+    summary = kt.run_trials(
+        trials=2, notes=60, seed=12, work=tmp_path, say=lambda line: None, measure=1, engine="usearch"
+    )
+    assert summary["trials"] == 2 and summary["kills"] >= 2
+    assert summary["corrupt"] == 0, summary["failures"]
+    assert summary["mismatches"] == 0, summary["failures"]
+    assert list((tmp_path / "index" / "sunlib.ann").glob("*.usearch"))
+
+
 def test_kill_between_text_batches_keeps_whole_batches_and_completes(tmp_path: Path) -> None:
     vault = kt.build_vault(tmp_path / "vault", 3 * NOTE_BATCH + 20, seed=3)
     index_dir, home = tmp_path / "index", tmp_path / "home"

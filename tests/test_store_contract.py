@@ -2,9 +2,12 @@
 
 Each parameter of the ``backend`` fixture builds a ``Store`` (a DocumentStore with its
 LexicalIndex and VectorIndex) on a real file in a tmp dir: the SQLite documents and FTS5 with the
-sqlite-vec VectorIndex, the same with the numpy VectorIndex, and the Qdrant backend (the SQLite
-documents with BM25 and vectors in Qdrant) on qdrant-client's local mode, on qdrant-edge in-process
-and, with QDRANT_URL set, on a live server (skipped otherwise, saying so).
+sqlite-vec VectorIndex, the same with the numpy VectorIndex, with the usearch VectorIndex (an HNSW graph
+beside the file; exact below its size threshold), with that VectorIndex forced through its graph, and
+with its float16 graph (the int8 graph's scores are quantized, off by ~1e-3, so it is not here:
+tests/test_ann.py checks its ACL); and the Qdrant backend (the SQLite documents with BM25 and vectors
+in Qdrant) on qdrant-client's local mode, on qdrant-edge in-process and, with QDRANT_URL set, on a
+live server (skipped otherwise, saying so).
 Adding a backend is a matter of adding one entry to ``BACKENDS`` (a function from a db path to
 a Store): every test below then runs against it, and a backend that fails one is not done.
 
@@ -32,6 +35,7 @@ from sunlib.store import (
     Space,
     SqliteStore,
     Store,
+    UsearchVectors,
     VectorIndex,
     VectorItem,
     Visibility,
@@ -64,12 +68,23 @@ def _qdrant_server(db: Path) -> Store:
     return QdrantStore(db, Location(url=url), "t" + hashlib.sha256(str(db).encode()).hexdigest()[:16])
 
 
+def _graph_only(db: Path) -> Store:
+    """The usearch engine with its exact path turned off: every KNN runs through the HNSW graph
+    (at the sizes here the engine would otherwise score the visible vectors exactly)."""
+    store = SqliteStore(db, "usearch")
+    store.vectors = UsearchVectors(store.db, store, exact_rows=0)
+    return store
+
+
 BACKENDS: dict[str, Callable[[Path], Store]] = {
     "sqlite-vec": lambda db: SqliteStore(db, "sqlite-vec"),
     "numpy": lambda db: SqliteStore(db, "numpy"),
     "qdrant-local": _qdrant_local,  # qdrant-client's local mode, on disk in the tmp dir
     "qdrant-edge": _qdrant_edge,  # Qdrant's engine in-process (qdrant-edge-py), on disk in the tmp dir
     "qdrant-server": _qdrant_server,  # skipped unless QDRANT_URL names a server
+    "usearch": lambda db: SqliteStore(db, "usearch"),
+    "usearch-graph": _graph_only,
+    "usearch-f16": lambda db: SqliteStore(db, "usearch-f16"),
 }
 
 SPACE = Space("test", "hand-made", 4, "contract")

@@ -81,8 +81,10 @@ class SearchSettings(BaseModel):
     fill_missing: bool = True
     # Where the dense route ranks: inside SQLite (sqlite-vec KNN with the visibility
     # constraint) or in memory (numpy over a cached matrix, the same visibility mask
-    # applied before ranking; for long-running processes and large vaults).
-    dense_engine: Literal["sqlite-vec", "numpy"] = "sqlite-vec"
+    # applied before ranking; for long-running processes and large vaults), or an HNSW graph
+    # kept in the index folder (usearch, float32, float16 or int8 vectors: ACL inside the search, exact
+    # below 20k visible chunks; for a server above ~100k chunks, docs/benchmarks.md).
+    dense_engine: Literal["sqlite-vec", "numpy", "usearch", "usearch-f16", "usearch-i8"] = "sqlite-vec"
     principals: list[str] = Field(default_factory=lambda: ["public"])
     # Cross-language retrieval (hybrid mode): a third route ranks the visible chunks in the other
     # script than the question's (a Chinese question: the chunks without CJK characters; any
@@ -246,6 +248,10 @@ class ServerSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)  # closed by default
     max_body_bytes: int = Field(2_000_000, ge=1024)
     dense_engine_numpy: bool = True  # a long-running server keeps vectors in memory (fast KNN)
+    # From this many chunks on, the server searches an HNSW graph (dense_engine "usearch", kept in
+    # the index folder) instead of the numpy matrix, whose scan grows with the index (~50 ms at
+    # 1M chunks); 0 never switches. docs/benchmarks.md "HNSW engines" for the measurements.
+    ann_above_chunks: int = Field(0, ge=0)
 
 
 class StoreSettings(BaseModel):

@@ -27,7 +27,7 @@ from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, no
 from .ingest.chunkers import Chunker
 from .ingest.vault import SKIP_DIRS, sidecar_of
 from .providers import Embedder, create_embedder
-from .store import DocumentStore, NoteState, Space, Store, VectorItem, embed_text_for
+from .store import DerivedVectors, DocumentStore, NoteState, Space, Store, VectorItem, embed_text_for
 from .text import fts_tokens
 
 Progress = Callable[[str, int, int], None]
@@ -266,6 +266,8 @@ def embed_pending(
             report.vectors_embedded += len(batch)
             done += len(batch)
             progress("vectors", done, total)
+    if isinstance(vectors, DerivedVectors):  # an engine with derived data (an HNSW graph) saves it now
+        vectors.refresh(space)
     report.vectors_pending = vectors.count_pending(space)[0]
     report.embed_seconds = time.perf_counter() - t0
     if active:

@@ -137,7 +137,10 @@ def calibration_line(cal: dict[str, Any]) -> str:
 @app.command()
 def doctor(
     repair: Annotated[
-        bool, typer.Option("--repair", help="reconcile vectors with the text (drop orphan and stale vectors)")
+        bool,
+        typer.Option(
+            "--repair", help="reconcile vectors with the text (drop orphan and stale vectors); rebuild ANN graphs"
+        ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
@@ -162,6 +165,15 @@ def doctor(
                 report["integrity"] = "ok" if checked["ok"] else "problems"
                 report["problems"] = problems
                 report["spaces"] = checked["spaces"]
+                ann = [dataclasses.asdict(state) for state in lib.store.ann_states()]
+                if ann:  # the dense engine keeps HNSW graphs in the index folder (derived data)
+                    report["ann"] = ann
+                    problems += [
+                        f"ANN graph of {a['space']} is {a['state']}: {a['detail']}"
+                        for a in ann
+                        if a["state"] in ("damaged", "foreign")
+                    ]
+                    report["problems"] = problems
     except UserError as exc:
         report["index"] = f"none ({exc})"
     if as_json:

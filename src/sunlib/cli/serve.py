@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ..config import ServerSettings
 from ..errors import UserError
 from .app import app
 from .common import VAULT_HELP, err, open_library, remember_vault
@@ -36,7 +38,7 @@ def serve(
     lib = open_library(vault, config)
     lib = lib.with_settings(
         server={"host": host, "port": port},
-        search={"dense_engine": "numpy" if lib.settings.server.dense_engine_numpy else None},
+        search={"dense_engine": server_dense_engine(lib.settings.server, lambda: lib.store.counts().chunks)},
     )
     s = lib.settings.server
     if not s.tokens and not is_loopback_host(s.host):
@@ -74,3 +76,12 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
+
+
+def server_dense_engine(settings: ServerSettings, chunks: Callable[[], int]) -> str | None:
+    """The server's dense engine for an index of ``chunks()`` chunks (counted only when a threshold
+    is set): the HNSW graph from ``ann_above_chunks`` on, else the numpy matrix
+    (``dense_engine_numpy``), else the configured one."""
+    if settings.ann_above_chunks and chunks() >= settings.ann_above_chunks:
+        return "usearch"
+    return "numpy" if settings.dense_engine_numpy else None

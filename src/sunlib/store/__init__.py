@@ -1,6 +1,7 @@
 """Storage behind three protocols (DocumentStore, LexicalIndex, VectorIndex) and the SQLite
 backend that implements them in one file (FTS5 + sqlite-vec). SQL lives only in this package."""
 
+from .ann import AnnState, DerivedVectors, UsearchVectors
 from .connection import connect, versions
 from .memory import MatrixCache, NumpyVectors
 from .protocols import (
@@ -32,11 +33,13 @@ from .vectors import SqliteVectors
 
 __all__ = [
     "DENSE_ENGINES",
+    "AnnState",
     "ChunkRow",
     "ConversationRecord",
     "ConversationSummary",
     "ConversationTurn",
     "Counts",
+    "DerivedVectors",
     "DocumentStore",
     "LexicalIndex",
     "MatrixCache",
@@ -54,6 +57,7 @@ __all__ = [
     "SqliteStore",
     "SqliteVectors",
     "Store",
+    "UsearchVectors",
     "VectorIndex",
     "VectorItem",
     "Visibility",

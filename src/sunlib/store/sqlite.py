@@ -3,8 +3,10 @@
 ``SqliteStore(path, dense_engine)`` is the one constructor: a plain, cheap open of one
 connection (a reader thread opens its own). It is the ``DocumentStore`` itself and carries
 its ``lexical`` index (FTS5) and its ``vectors`` index, whose engine is chosen by name from
-``DENSE_ENGINES``: ``sqlite-vec`` (KNN inside SQLite) or ``numpy`` (the same vectors,
-searched in memory). SQL lives in this package only: documents.py, lexical.py, vectors.py.
+``DENSE_ENGINES``: ``sqlite-vec`` (KNN inside SQLite), ``numpy`` (the same vectors, searched
+in memory) or ``usearch`` / ``usearch-f16`` / ``usearch-i8`` (an HNSW graph derived from the same vectors, kept
+in the index folder beside the file: store/ann.py). SQL lives in this package only:
+documents.py, lexical.py, vectors.py, ann.py.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import apsw
 
 from ..errors import ConfigError
 from .conversations import SqliteConversations
+from .ann import AnnState, UsearchVectors
 from .db import Db
 from .documents import SqliteDocuments
 from .errors import at_boundary
@@ -34,7 +37,25 @@ def _numpy(db: Db, documents: DocumentStore) -> VectorIndex:
     return NumpyVectors(SqliteVectors(db), documents, db.identity())
 
 
-DENSE_ENGINES: dict[str, Callable[[Db, DocumentStore], VectorIndex]] = {"sqlite-vec": _sqlite_vec, "numpy": _numpy}
+def _usearch(db: Db, documents: DocumentStore) -> VectorIndex:
+    return UsearchVectors(db, documents, dtype="f32")
+
+
+def _usearch_f16(db: Db, documents: DocumentStore) -> VectorIndex:
+    return UsearchVectors(db, documents, dtype="f16")
+
+
+def _usearch_i8(db: Db, documents: DocumentStore) -> VectorIndex:
+    return UsearchVectors(db, documents, dtype="i8")
+
+
+DENSE_ENGINES: dict[str, Callable[[Db, DocumentStore], VectorIndex]] = {
+    "sqlite-vec": _sqlite_vec,
+    "numpy": _numpy,
+    "usearch": _usearch,
+    "usearch-f16": _usearch_f16,
+    "usearch-i8": _usearch_i8,
+}
 
 
 @at_boundary
@@ -67,6 +88,13 @@ class SqliteStore(SqliteDocuments, SqliteConversations):
         """Reconcile the vectors of every space with the chunks (``sunlib doctor --repair``)."""
         spaces = [Space(s.provider, s.model, s.dim, s.chunker) for s in self.vectors.spaces()]
         return [self.vectors.reconcile(space) for space in spaces]
+
+    def ann_states(self) -> list[AnnState]:
+        """The saved HNSW graph of every space, when the dense engine keeps one (``sunlib doctor``)."""
+        if not isinstance(self.vectors, UsearchVectors):
+            return []
+        engine = self.vectors
+        return [engine.state(Space(s.provider, s.model, s.dim, s.chunker)) for s in self.vectors.spaces()]
 
     def integrity_check(self) -> str:
         return str(self.db.one("PRAGMA quick_check") or "unknown")

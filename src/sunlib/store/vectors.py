@@ -89,7 +89,7 @@ class SqliteVectors:
         written = 0
         with self.db.write():
             c = self.db.conn
-            self.db.bump()
+            generation = self.db.bump()
             for item in items:
                 blob = _blob(item.vector)
                 if cache:
@@ -103,8 +103,8 @@ class SqliteVectors:
                 c.execute(f"DELETE FROM {space.vec_table} WHERE rowid=?", (rowid,))
                 c.execute(f"INSERT INTO {space.vec_table}(rowid, embedding) VALUES(?, ?)", (rowid, blob))
                 c.execute(
-                    "INSERT OR REPLACE INTO vector_stamps(space, chunk_rowid, stamp) VALUES(?,?,?)",
-                    (space.name, rowid, item.stamp),
+                    "INSERT OR REPLACE INTO vector_stamps(space, chunk_rowid, stamp, written) VALUES(?,?,?,?)",
+                    (space.name, rowid, item.stamp, generation),
                 )
                 written += 1
         return written
