@@ -18,8 +18,8 @@ from typing import Any
 import apsw
 
 from ..errors import ConfigError
-from .conversations import SqliteConversations
 from .ann import AnnState, UsearchVectors
+from .conversations import SqliteConversations
 from .db import Db
 from .documents import SqliteDocuments
 from .errors import at_boundary
