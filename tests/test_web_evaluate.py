@@ -24,7 +24,7 @@ from sunlib.evaluate.report import EvalRun
 from sunlib.library import DB_NAME
 from sunlib.server.app import WEB_DIR
 from test_eval_rag import TINY, write_jsonl
-from test_web_e2e import CHROMIUM, TIMEOUT_MS, VIEWPORT, serve, sync_api
+from test_web_e2e import serve  # also skips this module without chromium or playwright
 
 SAMPLE_VAULT = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "sample_vault"
 GATE = {"gate": "score", "gate_cosine_weight": 0.0, "gate_threshold": 0.7}  # as test_eval_rag's HASH_TOML
@@ -50,26 +50,6 @@ def eval_server(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> I
                 yield url, lib
         finally:
             lib.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport=VIEWPORT)
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.set_default_timeout(TIMEOUT_MS * 2)
-    yield pg
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
 
 
 def run_from_page(page: Any, limit: str) -> str:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -48,7 +47,8 @@ import numpy as np
 from ..errors import ConfigError
 from .ann_files import FORMAT, AnnFiles, AnnStamp, ann_folder
 from .db import Db, batches, chunk_ids_of
-from .protocols import DocumentStore, PendingChunk, Reconciled, Space, SpaceInfo, VectorItem, Visibility
+from .memory import Delegating
+from .protocols import DocumentStore, Reconciled, Space, Visibility
 from .vectors import SqliteVectors
 
 # HNSW parameters (Malkov & Yashunin 2018). M=16 links per node and ef_construction=128 are the
@@ -136,7 +136,7 @@ class _Registry:
 GRAPHS = _Registry()
 
 
-class UsearchVectors:
+class UsearchVectors(Delegating):
     """A VectorIndex answering KNN from an HNSW graph; every write goes to SQLite's vectors."""
 
     def __init__(self, db: Db, documents: DocumentStore, dtype: str = "f32", exact_rows: int = EXACT_ROWS) -> None:
@@ -438,41 +438,6 @@ class UsearchVectors:
                     problems.append(f"{space.name}: the graph's vector of rowid {row} is not SQLite's")
                     break
         return problems
-
-    # -- delegated to SQLite's vectors ---------------------------------------------------------
-
-    def ensure_space(self, space: Space) -> None:
-        self.source.ensure_space(space)
-
-    def has_space(self, space: Space) -> bool:
-        return self.source.has_space(space)
-
-    def spaces(self) -> list[SpaceInfo]:
-        return self.source.spaces()
-
-    def upsert(self, space: Space, items: Sequence[VectorItem], cache: bool = True) -> int:
-        return self.source.upsert(space, items, cache)
-
-    def delete(self, space: Space, chunk_ids: Sequence[str]) -> None:
-        self.source.delete(space, chunk_ids)
-
-    def pending(self, space: Space, limit: int | None = None) -> list[PendingChunk]:
-        return self.source.pending(space, limit)
-
-    def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:
-        return self.source.count_pending(space, visibility)
-
-    def fully_embedded(self, space: Space) -> bool:
-        return self.source.fully_embedded(space)
-
-    def without_vectors(self, space: Space, chunk_ids: Sequence[str]) -> set[str]:
-        return self.source.without_vectors(space, chunk_ids)
-
-    def vectors_for(self, space: Space, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return self.source.vectors_for(space, chunk_ids)
-
-    def cached_vectors(self, space: Space, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-        return self.source.cached_vectors(space, hashes)
 
     def reconcile(self, space: Space) -> Reconciled:
         """Reconcile SQLite's vectors with the chunks, then bring the graph file up to date."""

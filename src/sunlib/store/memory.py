@@ -116,39 +116,11 @@ class MaskBuild(Protocol):
 SHARED = MatrixCache()
 
 
-class NumpyVectors:
-    """A VectorIndex answering KNN from memory; every other call goes to the persistent source."""
+class Delegating:
+    """The VectorIndex calls an in-memory or derived engine passes to its persistent ``source``
+    unchanged: an engine subclasses this and answers ``knn`` (and whatever else it keeps) itself."""
 
-    def __init__(
-        self, source: VectorSource, documents: DocumentStore, identity: str, cache: MatrixCache = SHARED
-    ) -> None:
-        self.source = source
-        self.documents = documents
-        self.identity = identity  # names the index file, so connections to one file share matrices
-        self.cache = cache
-
-    def knn(self, space: Space, query: np.ndarray, visibility: Visibility, k: int) -> list[tuple[str, float]]:
-        generation = self.documents.generation()
-        entry = self.cache.matrix((self.identity, space.name), generation, lambda: self.source.all_vectors(space))
-        if not entry.chunk_ids:
-            return []
-
-        def build() -> np.ndarray:
-            mask = np.zeros(len(entry.chunk_ids), dtype=bool)
-            rows = [entry.position[c] for c in self.documents.visible_chunk_ids(visibility) if c in entry.position]
-            mask[rows] = True
-            return mask
-
-        mask = self.cache.mask((self.identity, generation, space.name, *visibility.key), build)
-        scores = np.where(mask, entry.matrix @ np.asarray(query, dtype=np.float32), -np.inf)
-        k = min(k, int(mask.sum()))
-        if k <= 0:
-            return []
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        top = top[np.lexsort((top, -scores[top]))]  # ties: the order vectors were stored in
-        return [(entry.chunk_ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
-
-    # -- delegated to the persistent source ----------------------------------------------------
+    source: VectorSource
 
     def ensure_space(self, space: Space) -> None:
         self.source.ensure_space(space)
@@ -185,3 +157,36 @@ class NumpyVectors:
 
     def reconcile(self, space: Space) -> Reconciled:
         return self.source.reconcile(space)
+
+
+class NumpyVectors(Delegating):
+    """A VectorIndex answering KNN from memory; every other call goes to the persistent source."""
+
+    def __init__(
+        self, source: VectorSource, documents: DocumentStore, identity: str, cache: MatrixCache = SHARED
+    ) -> None:
+        self.source = source
+        self.documents = documents
+        self.identity = identity  # names the index file, so connections to one file share matrices
+        self.cache = cache
+
+    def knn(self, space: Space, query: np.ndarray, visibility: Visibility, k: int) -> list[tuple[str, float]]:
+        generation = self.documents.generation()
+        entry = self.cache.matrix((self.identity, space.name), generation, lambda: self.source.all_vectors(space))
+        if not entry.chunk_ids:
+            return []
+
+        def build() -> np.ndarray:
+            mask = np.zeros(len(entry.chunk_ids), dtype=bool)
+            rows = [entry.position[c] for c in self.documents.visible_chunk_ids(visibility) if c in entry.position]
+            mask[rows] = True
+            return mask
+
+        mask = self.cache.mask((self.identity, generation, space.name, *visibility.key), build)
+        scores = np.where(mask, entry.matrix @ np.asarray(query, dtype=np.float32), -np.inf)
+        k = min(k, int(mask.sum()))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.lexsort((top, -scores[top]))]  # ties: the order vectors were stored in
+        return [(entry.chunk_ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])]
