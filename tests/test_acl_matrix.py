@@ -365,6 +365,7 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
             conversations: dict[str, list[frozenset[str]]] = {}  # id -> who asked each turn
             streamed: dict[str, list[frozenset[str]]] = {}  # one-turn conversations of the stream
             chain: str | None = None  # one conversation continued by every caller who may read it
+            said: list[str] = []  # the chain's questions: a follow-up is asked with them (readable by its caller)
             for tok in tokens:
                 who, client = http_principals(tok), api.bearer(tok)
                 for q in qs:
@@ -374,11 +375,12 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                         check_clean(vault, who, r.json(), f"POST /api/search[{m}]", q)
                     if chain is not None and not all(readable(w, who) for w in conversations[chain]):
                         refused_to_continue(client, vault, who, chain, q)
-                        chain = None
+                        chain, said = None, []
                     r = client.post("/api/ask", json={"question": q, "conversation_id": chain})
                     assert r.status_code == 200, r.text
                     body = r.json()
-                    check_clean(vault, who, body, "POST /api/ask", q)
+                    said.append(q)
+                    check_clean(vault, who, body, "POST /api/ask", " ".join(said))
                     count_expansion(body["trace"])
                     runs[body["run_id"]] = who
                     chain = body["conversation_id"]
