@@ -20,7 +20,17 @@ from pathlib import Path
 
 from sunlib.config import load_settings
 from sunlib.evaluate import load_beir
+from sunlib.evaluate.beir import BeirDataset
 from sunlib.evaluate.retrieval import eval_cache_dir, materialize
+
+
+def beir_vault(data: BeirDataset) -> tuple[Path, dict[str, str]]:
+    """The eval cache folder of a BEIR dataset with its corpus written as a vault (reused when present),
+    and each document id's path in that vault; the vault's sunlib.toml points at the cache's index."""
+    root = eval_cache_dir(data, load_settings())
+    mapping = materialize(data, root)
+    (root / "vault" / "sunlib.toml").write_text(f'index_dir = "{root / "index"}"\n', encoding="utf-8")
+    return root, {doc: path for path, doc in mapping.items()}
 
 
 def main() -> None:
@@ -30,10 +40,7 @@ def main() -> None:
     ap.add_argument("--test", type=int, default=300, help="questions per class for the test set")
     args = ap.parse_args()
     data = load_beir(args.dataset)
-    root = eval_cache_dir(data, load_settings())
-    mapping = materialize(data, root)
-    path_of = {doc: path for path, doc in mapping.items()}
-    (root / "vault" / "sunlib.toml").write_text(f'index_dir = "{root / "index"}"\n', encoding="utf-8")
+    root, path_of = beir_vault(data)
     lang = "zh" if "cmrc" in args.dataset.name else "en"
 
     answerable: list[dict[str, object]] = []

@@ -23,9 +23,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from sunlib.config import load_settings
+from qa_from_beir import beir_vault  # benchmarks/qa_from_beir.py
+
 from sunlib.evaluate import load_beir
-from sunlib.evaluate.retrieval import eval_cache_dir, materialize
 
 
 def items(answer: list[Any]) -> list[list[str]]:
@@ -61,11 +61,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset", type=Path)
     args = ap.parse_args()
-    data = load_beir(args.dataset)
-    root = eval_cache_dir(data, load_settings())
-    mapping = materialize(data, root)
-    path_of = {doc: path for path, doc in mapping.items()}
-    (root / "vault" / "sunlib.toml").write_text(f'index_dir = "{root / "index"}"\n', encoding="utf-8")
+    root, path_of = beir_vault(load_beir(args.dataset))
     rows = [json.loads(line) for line in (args.dataset / "rag_cases.jsonl").open(encoding="utf-8") if line.strip()]
     cases = sorted((case(r, path_of) for r in rows), key=lambda c: str(c["id"]))
     out = root / "qa"
