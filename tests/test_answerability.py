@@ -81,6 +81,16 @@ def test_names_are_words_written_like_names(question: str, expected: list[str]) 
     assert [n.text for n in names(question)] == expected
 
 
+def test_numbered_parts_and_other_unicode_digits_are_read_as_numbers(small_library: Library) -> None:
+    """ "①" and "１２" count as digits for str.isdigit() but not for int(); a question that numbers its
+    parts is asked like any other, and its enumerators are small numbers, not names."""
+    question = "① 为什么 .obsidian 目录里的内容搜不到？② YAML 写错了会怎样？"
+    assert [n.text for n in names(question)] == ["YAML"]
+    assert [n.text for n in names("What do ①①①① and ١٢ mean?")] == ["①①①①"]
+    result = small_library.ask(question)
+    assert result.frame.answer or result.frame.refusal
+
+
 def test_names_match_across_width_and_accents() -> None:
     (wide,) = names("哪个艺人在２００９年求助过？")
     assert wide.text == "２００９" and wide.tokens == ("2009",)

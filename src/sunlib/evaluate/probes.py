@@ -325,7 +325,7 @@ def _value_question(clause: str) -> str | None:
         while prefix and prefix[0].lower() in CONJUNCTIONS:
             prefix = prefix[1:]
         num = v.group("num").replace(",", "")
-        year = not (v.group("cur") or v.group("pct")) and len(num) == 4 and num.isdigit() and 1000 <= int(num) <= 2099
+        year = not (v.group("cur") or v.group("pct")) and len(num) == 4 and num.isdecimal() and 1000 <= int(num) <= 2099
         if year and prefix and prefix[-1].lower() in MONTHS:
             prefix = prefix[:-1]  # "in October 1973" asks "in which year"
         content = [w for w in prefix if w.lower() not in STOPWORDS and w.isalpha()]

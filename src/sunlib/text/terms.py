@@ -202,7 +202,8 @@ def names(text: str) -> list[Name]:
         inner = word.lstrip("-")
         if inner.lower() in STOPWORDS or inner.lower() in QUESTION_WORDS:
             continue  # "WHat", "US": a function word, however it is written
-        if inner.replace(",", "").isdigit() and int(inner.replace(",", "")) < 1000:
+        number = fold(inner).replace(",", "")  # "①" and "１２" fold to the digits int() reads
+        if number.isdecimal() and int(number) < 1000:
             continue
         written_as_name = (
             word.startswith("-")
