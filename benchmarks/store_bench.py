@@ -102,8 +102,22 @@ def say(line: str) -> None:
     print(time.strftime("%H:%M:%S"), line, flush=True)
 
 
-def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float, ann: list[str]) -> dict[str, float]:
-    tmp = Path(tempfile.mkdtemp(prefix=f"sunlib-bench-{n}-"))
+def workdir(n: int, keep: Path | None) -> Path:
+    """The folder of one size's vault and index: a temp folder, or ``keep/<n>`` (kept after the run,
+    so that a later measurement can reopen the index instead of building it again)."""
+    if keep is None:
+        return Path(tempfile.mkdtemp(prefix=f"sunlib-bench-{n}-"))
+    folder = keep / str(n)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def bench_size(
+    n: int, rng: random.Random, vocab: list[str], e5_rate: float, ann: list[str], keep: Path | None = None
+) -> dict[str, float]:
+    tmp = workdir(n, keep)
     try:
         vault = tmp / "vault"
         make_vault(vault, n, rng, vocab)
@@ -143,7 +157,8 @@ def bench_size(n: int, rng: random.Random, vocab: list[str], e5_rate: float, ann
         result["store_share_with_e5"] = share(text_s, vec_s, chunks, e5_rate)
         return result
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def share(text_s: float, vec_s: float, chunks: int, e5_rate: float) -> float:
@@ -352,6 +367,7 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true", help="print only, leave docs/benchmarks.md alone")
     ap.add_argument("--bm25-only", action="store_true", help="measure only BM25's visible-statistics cost")
     ap.add_argument("--ann", nargs="*", default=ANN_ENGINES, help="HNSW engines to measure (none: skip)")
+    ap.add_argument("--keep", type=Path, help="keep each size's vault and index in KEEP/<size> (not a temp folder)")
     args = ap.parse_args()
     rng = random.Random(42)
     vocab = vocabulary(rng)
@@ -364,7 +380,7 @@ def main() -> None:
     e5_rate = e5_throughput()
     results = []
     for n in args.sizes:
-        r = bench_size(n, rng, vocab, e5_rate, args.ann)
+        r = bench_size(n, rng, vocab, e5_rate, args.ann, args.keep)
         print({k: round(v, 3) for k, v in r.items()}, flush=True)
         results.append(r)
     table = render(results, e5_rate)

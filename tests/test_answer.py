@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from conftest import e5_spaces, load_saved_vectors, waiting_chunks
 from sunlib import Library
 from sunlib.answer.citations import claims, verify
 from sunlib.answer.context import Budget, build_context
 from sunlib.answer.router import RuleRouter, language
 from sunlib.contracts import Evidence
-from sunlib.ingest.ids import utf16_slice
+from sunlib.ingest.ids import sha256_hex, utf16_slice
 from sunlib.steps import ASK_STEPS, Step
 from sunlib.text import TermWeights
 from sunlib.text.refs import REF
@@ -211,3 +213,24 @@ def test_empty_and_oversized_questions_are_user_errors(hash_library: Library, tm
         hash_library.ask("   ")
     with pytest.raises(UserError):
         hash_library.ask("x" * 5000)
+
+
+def test_the_saved_sample_vault_vectors_are_the_models_output(e5_library: Library, tmp_path: Path) -> None:
+    """tests/data/sample_vault_vectors.npz (conftest.E5_VECTORS) holds a vector for every chunk of
+    the current sample vault in every space the e5 fixture embeds, and each is what the bundled model
+    gives for that text now: the e5 fixture's index is the one the models would build."""
+    lib = Library.open(
+        e5_library.vault, embedding={"provider": "e5"}, index_dir=tmp_path / "index"
+    )  # text only: which chunks wait for a vector
+    lib.index(embed=False)
+    waiting, saved = waiting_chunks(lib), load_saved_vectors()
+    lib.close()
+    hint = "the sample vault changed: SUNLIB_SAVE_E5_VECTORS=1 pytest tests/test_answer.py rewrites the file"
+    for embedder, space in e5_spaces(e5_library):
+        hashes, texts, vectors = saved[space.name]
+        missing = set(waiting[space.name]) - set(hashes)
+        assert not missing, f"{len(missing)} chunk(s) of {space.name} have no saved vector; {hint}"
+        assert all(sha256_hex(t) == h for h, t in zip(hashes, texts, strict=True))
+        sample = list(range(0, len(hashes), max(1, len(hashes) // 4)))[:4]  # a few, spread over the file
+        fresh = embedder.embed([texts[i] for i in sample])
+        assert np.allclose(fresh, vectors[sample], atol=1e-4), f"{space.name}: the model's vectors moved; {hint}"
