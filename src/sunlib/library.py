@@ -221,10 +221,13 @@ class Library:
         return report
 
     def reconcile(self, on_wait: OnWait | None = None) -> list[Reconciled]:
-        """Drop vectors out of step with the text in every space (``sunlib doctor --repair``)."""
+        """Drop vectors out of step with the text in every space, and rewrite the postings when their
+        files are not whole and current (``sunlib doctor --repair``)."""
         store = self.store
         with self.indexer_lock.held(on_wait=on_wait):
-            return store.reconcile()
+            done = store.reconcile()
+            store.repair_postings()
+            return done
 
     def embed(self, report: IndexReport | None = None, progress: Progress | None = None) -> IndexReport:
         """Embed every chunk without a vector: the active space, then the fusion reranker's, if any

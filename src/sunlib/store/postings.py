@@ -68,7 +68,7 @@ class PostingsState:
     state: str  # "fresh", "behind", "missing", "damaged" or "foreign"
     detail: str
     rows: int  # in the save (0 when there is none)
-    generation: int  # the write generation the save was caught up to
+    generation: int  # the write generation the save was caught up to (its chunks may be current still)
 
 
 @runtime_checkable
@@ -280,10 +280,12 @@ class _Postings:
     def __init__(self, view: _View, generation: int, saved: bool) -> None:
         self.view = view
         self.generation = generation
+        self.chunks: list[int] | None = None  # the chunks' fingerprint at ``generation`` (``_fingerprint``)
         self.saved = saved  # the files hold this base (caught up since by the delta)
         self.unsaved = 0  # rows added or masked out since the save
         self.tokenised = 0  # rows tokenised by this process (a rebuild tokenises every row)
         self.pending = _Tokenised()  # the delta's triples
+        self.token: str | None = None  # the save the files held when this base was loaded or saved
         self.lock = threading.RLock()
 
 
@@ -344,7 +346,8 @@ class PostingsLexical:
 
         def bring_up(held: _Postings) -> None:
             changed = self._catch_up(held)
-            if not held.saved or held.unsaved > (0 if save else SAVE_SHARE * max(held.view.live, 1)):
+            replaced = save and self._saved_token() != held.token  # the files are gone or another save's
+            if not held.saved or replaced or held.unsaved > (0 if save else SAVE_SHARE * max(held.view.live, 1)):
                 self._merge(held)
                 self._save(held)
             elif changed:
@@ -353,9 +356,22 @@ class PostingsLexical:
         return POSTINGS.current((self.db.identity(),), self.documents.generation(), self._open, bring_up, save)
 
     def refresh(self) -> None:
-        """Catch the postings up with the chunks and save them (after the indexer's text phase;
-        ``sunlib doctor --repair``)."""
+        """Catch the postings up with the chunks and save them unless the files hold them already
+        (after the indexer's text phase)."""
         self.postings(save=True)
+
+    def repair(self) -> None:
+        """``refresh``, then write the postings again unless the files read back whole and current
+        (``sunlib doctor --repair``: a damaged file under an intact stamp is rewritten too)."""
+        held = self.postings(save=True)
+        if self.state().state != "fresh":
+            with held.lock:
+                self._merge(held)
+                self._save(held)
+
+    def _saved_token(self) -> str | None:
+        saved = self.files.read() if self.files is not None else None
+        return saved.token if saved is not None else None
 
     def _open(self) -> _Postings:
         """The saved postings when they belong to this index, else empty ones (rebuilt next)."""
@@ -363,10 +379,12 @@ class PostingsLexical:
         if found is None:
             empty = np.zeros(0, dtype=np.int64)
             return _Postings(_view(EMPTY, empty, empty.astype(np.int32), empty), -1, saved=False)
-        view, generation = found
-        return _Postings(view, generation, saved=True)
+        view, fields, token = found
+        held = _Postings(view, int(fields["generation"]), saved=True)
+        held.token, held.chunks = token, list(fields["chunks"])
+        return held
 
-    def _load(self) -> tuple[_View, int] | None:
+    def _load(self) -> tuple[_View, dict[str, Any], str] | None:
         saved = self.files.load() if self.files is not None else None
         if saved is None or not self._belongs(saved.fields) or set(saved.paths) != {f"{n}.npy" for n in ARRAYS}:
             return None
@@ -375,7 +393,7 @@ class PostingsLexical:
             return None
         a: dict[str, np.ndarray] = arrays  # type: ignore[assignment]
         base = _Segment(a["terms"], a["term_offsets"], a["offsets"], a["docs"], a["tfs"])
-        return _view(base, a["rowids"], a["lengths"], a["stamps"]), int(saved.fields["generation"])
+        return _view(base, a["rowids"], a["lengths"], a["stamps"]), dict(saved.fields), saved.token
 
     def _belongs(self, fields: dict[str, Any] | Any) -> bool:
         return bool(fields.get("format") == FORMAT and fields.get("index_uuid") == self._uuid())
@@ -390,6 +408,10 @@ class PostingsLexical:
         with self.db.snapshot():
             generation = self.documents.generation()
             if generation == held.generation:
+                return False
+            chunks = self._fingerprint()
+            if chunks == held.chunks:  # another write (vectors, runs): the same chunks
+                held.generation = generation
                 return False
             pairs = np.array(self.db.conn.execute("SELECT id, stamp FROM chunks ORDER BY id").fetchall(), np.int64)
             rowids, stamps = pairs.reshape(-1, 2).T
@@ -408,7 +430,7 @@ class PostingsLexical:
             np.concatenate([view.stamps, added[2]]),
             np.concatenate([alive, np.ones(len(added[0]), dtype=bool)]),
         )
-        held.generation = generation
+        held.generation, held.chunks = generation, chunks
         held.unsaved += len(new) + view.live - int(same.sum())
         return True
 
@@ -480,18 +502,21 @@ class PostingsLexical:
             "format": FORMAT,
             "index_uuid": self._uuid(),
             "generation": held.generation,
+            "chunks": held.chunks,
             "rows": view.live,
             "terms": base.size,
             "postings": len(base.docs),
         }
-        self.files.save(fields, {f"{name}.npy": array_writer(a) for name, a in arrays.items()})
-        held.saved, held.unsaved = True, 0
+        saved = self.files.save(fields, {f"{name}.npy": array_writer(a) for name, a in arrays.items()})
+        held.saved, held.unsaved, held.token = True, 0, saved.token
 
     # -- derived data --------------------------------------------------------------------------
 
     def state(self) -> PostingsState:
         """The saved postings against the store (``sunlib doctor``)."""
         saved = self.files.read() if self.files is not None else None
+        if saved is None and self.files is not None and self.files.stamp_path.exists():
+            return PostingsState("damaged", "the stamp is unreadable: rebuilt from the chunks", 0, -1)
         if saved is None:
             return PostingsState("missing", "built on the next search or `sunlib doctor --repair`", 0, -1)
         rows = int(saved.fields.get("rows", 0))
@@ -499,11 +524,18 @@ class PostingsLexical:
             return PostingsState("foreign", "built for another index or format: rebuilt", rows, -1)
         if self._load() is None:
             return PostingsState("damaged", "unreadable: rebuilt from the chunks", 0, -1)
-        generation, current = int(saved.fields["generation"]), self.documents.generation()
-        if generation != current:
-            detail = f"at write generation {generation} of {current}: caught up on open"
+        generation = int(saved.fields["generation"])
+        if saved.fields.get("chunks") != self._fingerprint():
+            detail = f"at write generation {generation} of {self.documents.generation()}: caught up on open"
             return PostingsState("behind", detail, rows, generation)
         return PostingsState("fresh", str(self.files.stamp_path if self.files else ""), rows, generation)
+
+    def _fingerprint(self) -> list[int]:
+        """(chunks, their highest stamp): it changes whenever the set of (rowid, stamp) pairs does,
+        since a chunk is written with a stamp above every earlier one and a delete lowers the count."""
+        row = self.db.conn.execute("SELECT count(*), coalesce(max(stamp), -1) FROM chunks").fetchone()
+        assert row is not None  # an aggregate always yields a row
+        return [int(row[0]), int(row[1])]
 
     def verify(self) -> list[str]:
         """Problems of the saved postings against SQLite (tests and the kill trials): they must be
@@ -511,13 +543,13 @@ class PostingsLexical:
         found = self._load()
         if found is None:
             return [f"no usable postings files ({self.state().state})"]
-        view, generation = found
+        view, fields, _ = found
         problems = []
         fresh = _Postings(_view(EMPTY, *(np.zeros(0, dtype=t) for t in (np.int64, np.int32, np.int64))), -1, False)
         self._catch_up(fresh)
         self._merge(fresh)
-        if generation != fresh.generation:
-            problems.append(f"postings at generation {generation}, store at {fresh.generation}")
+        if fields.get("chunks") != fresh.chunks:
+            problems.append(f"postings of chunks {fields.get('chunks')}, store of {fresh.chunks} (count, top stamp)")
         for name in ARRAYS:
             got, want = _array(view, name), _array(fresh.view, name)
             if not np.array_equal(got, want):

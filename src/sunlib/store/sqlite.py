@@ -104,14 +104,16 @@ class SqliteStore(SqliteDocuments, SqliteConversations):
         self.close()
 
     def reconcile(self) -> list[Reconciled]:
-        """Reconcile the vectors of every space with the chunks, and bring the postings up to date
-        when this index keeps them (``sunlib doctor --repair``)."""
+        """Reconcile the vectors of every space with the chunks (``sunlib doctor --repair``)."""
         spaces = [Space(s.provider, s.model, s.dim, s.chunker) for s in self.vectors.spaces()]
-        done = [self.vectors.reconcile(space) for space in spaces]
+        return [self.vectors.reconcile(space) for space in spaces]
+
+    def repair_postings(self) -> None:
+        """Rewrite the postings unless their files read back whole and current, when this index
+        keeps them (``sunlib doctor --repair``)."""
         postings = self.postings()
         if postings is not None:
-            postings.refresh()
-        return done
+            postings.repair()
 
     def postings(self) -> PostingsLexical | None:
         """The postings engine of this index when it uses one or its files exist (a server that
