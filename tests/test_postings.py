@@ -27,8 +27,8 @@ from sunlib.store import PostingsLexical, SqliteStore, Visibility
 from sunlib.store.postings import POSTINGS
 from sunlib.text import fts_query
 
-EN = "harbour keeper tide river bridge index vector journal crash garden tomato kernel thread lock query".split()
-ZH = "向量 索引 数据库 崩溃 恢复 日志 查询 排序 中文 笔记 花园 番茄 河流 桥梁".split()
+EN = "harbour keeper tide river bridge index vector journal crash garden tomato kernel thread lock query".split()  # noqa: SIM905
+ZH = "向量 索引 数据库 崩溃 恢复 日志 查询 排序 中文 笔记 花园 番茄 河流 桥梁".split()  # noqa: SIM905
 QUERIES = [
     "harbour tide",
     "river bridge keeper keeper",
