@@ -48,6 +48,7 @@ import numpy as np
 from . import bm25 as formula
 from .db import Db, batches, chunk_ids_of
 from .derived import DerivedFiles, Registry, array_writer, derived_folder, open_array
+from .inverted import EMPTY, Segment, Tokenised, build
 from .lexical import SqliteLexical, phrases_of
 from .protocols import DocumentStore, Visibility, chunk_tokens
 
@@ -78,110 +79,6 @@ class DerivedLexical(Protocol):
     def refresh(self) -> None: ...
 
 
-# -- an inverted index over row positions --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Segment:
-    """Postings by term (CSR): term i is ``terms[term_offsets[i]:term_offsets[i + 1]]`` (UTF-8,
-    sorted by bytes), its postings ``docs[offsets[i]:offsets[i + 1]]`` (row positions, ascending)
-    with ``tfs`` aligned."""
-
-    terms: np.ndarray  # uint8
-    term_offsets: np.ndarray  # int64
-    offsets: np.ndarray  # int64
-    docs: np.ndarray  # int32
-    tfs: np.ndarray  # uint8, uint16 or int32: the smallest that holds the largest frequency
-
-    @property
-    def size(self) -> int:
-        return len(self.term_offsets) - 1
-
-    def word(self, i: int) -> bytes:
-        return self.terms[self.term_offsets[i] : self.term_offsets[i + 1]].tobytes()
-
-    def slot(self, term: bytes) -> int:
-        """The term's index, or -1 (a binary search of the sorted vocabulary)."""
-        lo, hi = 0, self.size
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.word(mid) < term:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo if lo < self.size and self.word(lo) == term else -1
-
-    def postings(self, term: bytes) -> tuple[np.ndarray, np.ndarray]:
-        i = self.slot(term)
-        if i < 0:
-            return _NO_DOCS, _NO_DOCS
-        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
-        return self.docs[start:end], self.tfs[start:end]
-
-    def triples(self) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
-        """(words, term id per posting, row, tf): what ``build`` takes."""
-        words = [self.word(i) for i in range(self.size)]
-        ids = np.repeat(np.arange(self.size, dtype=np.int64), np.diff(self.offsets))
-        return words, ids, np.asarray(self.docs, dtype=np.int64), np.asarray(self.tfs, dtype=np.int64)
-
-
-_NO_DOCS = np.zeros(0, dtype=np.int32)
-
-
-def build(words: Sequence[bytes], ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray) -> _Segment:
-    """A segment from (term id into ``words``, row, tf) triples, one per (term, row): terms sorted,
-    rows ascending within a term, terms without postings left out."""
-    by_word = sorted(range(len(words)), key=words.__getitem__)
-    rank = np.empty(len(words), dtype=np.int64)
-    rank[by_word] = np.arange(len(words))
-    ranked = rank[ids]
-    counts = np.bincount(ranked, minlength=len(words))
-    used = counts > 0
-    compact = np.cumsum(used) - 1
-    width = int(rows.max(initial=0)) + 1
-    order = np.argsort(compact[ranked] * width + rows, kind="stable")
-    kept = [words[by_word[j]] for j in np.flatnonzero(used).tolist()]
-    lengths = np.fromiter((len(w) for w in kept), dtype=np.int64, count=len(kept))
-    return _Segment(
-        np.frombuffer(b"".join(kept), dtype=np.uint8).copy(),
-        np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-        np.concatenate([[0], np.cumsum(counts[used])]).astype(np.int64),
-        rows[order].astype(np.int32),
-        _small(tfs[order]),
-    )
-
-
-def _small(tfs: np.ndarray) -> np.ndarray:
-    top = int(tfs.max(initial=0))
-    return tfs.astype(np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.int32)
-
-
-EMPTY = build([], *(np.zeros(0, dtype=np.int64) for _ in range(3)))
-
-
-class _Tokenised:
-    """Rows tokenised since the last merge: their (term id, row, tf) triples, term ids into ``words``."""
-
-    def __init__(self) -> None:
-        self.words: dict[str, int] = {}
-        self.parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-
-    def add(self, first: int, tokens: Sequence[Sequence[str]]) -> None:
-        """The rows ``first``, ``first + 1``, ... holding ``tokens`` (a list per row)."""
-        words = self.words
-        ids = np.fromiter((words.setdefault(t, len(words)) for row in tokens for t in row), dtype=np.int64)
-        rows = np.repeat(np.arange(first, first + len(tokens), dtype=np.int64), [len(row) for row in tokens])
-        pairs, counts = np.unique((rows << 32) | ids, return_counts=True)
-        self.parts.append((pairs & 0xFFFFFFFF, pairs >> 32, counts))
-
-    def triples(self) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
-        words = [w.encode() for w in self.words]
-        if not self.parts:
-            return words, *(np.zeros(0, dtype=np.int64) for _ in range(3))  # type: ignore[return-value]
-        ids, rows, tfs = (np.concatenate(column) for column in zip(*self.parts, strict=True))
-        return words, ids, rows, tfs
-
-
 # -- what queries read ---------------------------------------------------------------------------
 
 
@@ -197,8 +94,8 @@ class _View:
     """One state of the postings (replaced whole by a catch-up, never changed): the merged base,
     the delta of rows tokenised since, and every row position's rowid, length, stamp and liveness."""
 
-    base: _Segment
-    delta: _Segment
+    base: Segment
+    delta: Segment
     rowids: np.ndarray  # int64 per position
     lengths: np.ndarray  # int32 per position: tokens, as FTS5 counts them
     stamps: np.ndarray  # int64 per position: the chunk's stamp when it was tokenised
@@ -270,7 +167,7 @@ class _View:
             return found
 
 
-def _view(base: _Segment, rowids: np.ndarray, lengths: np.ndarray, stamps: np.ndarray) -> _View:
+def _view(base: Segment, rowids: np.ndarray, lengths: np.ndarray, stamps: np.ndarray) -> _View:
     return _View(base, EMPTY, rowids, lengths, stamps, np.ones(len(rowids), dtype=bool))
 
 
@@ -284,7 +181,7 @@ class _Postings:
         self.saved = saved  # the files hold this base (caught up since by the delta)
         self.unsaved = 0  # rows added or masked out since the save
         self.tokenised = 0  # rows tokenised by this process (a rebuild tokenises every row)
-        self.pending = _Tokenised()  # the delta's triples
+        self.pending = Tokenised()  # the delta's triples
         self.token: str | None = None  # the save the files held when this base was loaded or saved
         self.lock = threading.RLock()
 
@@ -392,7 +289,7 @@ class PostingsLexical:
         if any(a is None for a in arrays.values()) or not _consistent(arrays, saved.fields):  # type: ignore[arg-type]
             return None
         a: dict[str, np.ndarray] = arrays  # type: ignore[assignment]
-        base = _Segment(a["terms"], a["term_offsets"], a["offsets"], a["docs"], a["tfs"])
+        base = Segment(a["terms"], a["term_offsets"], a["offsets"], a["docs"], a["tfs"])
         return _view(base, a["rowids"], a["lengths"], a["stamps"]), dict(saved.fields), saved.token
 
     def _belongs(self, fields: dict[str, Any] | Any) -> bool:
@@ -481,7 +378,7 @@ class PostingsLexical:
         base = build(base_words + extra, ids[keep], compact[rows[keep]], tfs[keep])
         at = view.at_rowid
         held.view = _view(base, view.rowids[at], view.lengths[at], view.stamps[at])
-        held.pending = _Tokenised()
+        held.pending = Tokenised()
 
     def _save(self, held: _Postings) -> None:
         if self.files is None:  # an in-memory database keeps its postings in memory
@@ -574,7 +471,7 @@ def _single_token(phrase: str) -> bool:
     return bool(_TOKEN.fullmatch(phrase)) and phrase == phrase.lower()
 
 
-def _delta(view: _View, pending: _Tokenised) -> _View:
+def _delta(view: _View, pending: Tokenised) -> _View:
     """The view with its delta segment rebuilt from the pending triples."""
     delta = build(*pending.triples()) if pending.parts else EMPTY
     return _View(view.base, delta, view.rowids, view.lengths, view.stamps, view.alive)

@@ -63,7 +63,7 @@ def chunk_sources(
     with_tokens: bool = True,
 ) -> list[ChunkSource]:
     """Chunks with their note's filter fields (all of them, or some by id), in note then reading
-    order. Tokens are the indexer's (``text.fts_tokens`` of the embedded text: what FTS5 got),
+    order. Tokens are the indexer's (``protocols.chunk_tokens``: what FTS5 got),
     taken from ``tokens`` when given, else computed again from the stored text; none at all
     without ``with_tokens``."""
     given = (tokens or {}) if with_tokens else None
