@@ -10,6 +10,7 @@ postings are opened again from their files. Damaged or foreign files are rebuilt
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -90,13 +91,14 @@ def same_answers(fts5: SqliteStore, postings: SqliteStore) -> int:
         match = fts_query(query)
         assert match is not None
         terms = [t.strip('"') for t in match.split(" OR ")]
-        for visibility in VISIBILITIES:
-            want = fts5.lexical.bm25(match, visibility, 12)
-            got = postings.lexical.bm25(match, visibility, 12)
-            assert [c for c, _ in got] == [c for c, _ in want], (query, visibility)
+        for visibility, limit in itertools.product(VISIBILITIES, (12, 3, 1)):
+            want = fts5.lexical.bm25(match, visibility, limit)
+            got = postings.lexical.bm25(match, visibility, limit)
+            assert [c for c, _ in got] == [c for c, _ in want], (query, visibility, limit)
             assert all(abs(a - b) < 1e-9 for (_, a), (_, b) in zip(got, want, strict=True)), (query, visibility)
-            assert postings.lexical.doc_freqs(terms, visibility) == fts5.lexical.doc_freqs(terms, visibility)
             compared += len(want)
+        for visibility in VISIBILITIES:
+            assert postings.lexical.doc_freqs(terms, visibility) == fts5.lexical.doc_freqs(terms, visibility)
     return compared
 
 

@@ -5,14 +5,23 @@ so opening a saved one reads nothing but what a query touches), ``offsets`` into
 positions, ascending within a term) and ``tfs`` (each row's count of the term, in the smallest
 integer type that holds the largest). ``build`` makes one from (term, row, tf) triples;
 ``Tokenised`` collects such triples from rows of tokens, a batch at a time.
+
+``top_k`` ranks rows by BM25 over some terms' postings (store/bm25.py's formula, in its order of
+float operations): every posting adds its contribution to a score array, term after term. Rows
+holding only common terms are most of the rows that match and rarely among the best, so the
+k-th best score among the rows of the rarest terms, a lower bound of the k-th best of all, cuts
+the rows to sort to a few before the exact top k is taken.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+
+from . import bm25 as formula
 
 
 @dataclass(frozen=True)
@@ -114,3 +123,55 @@ class Tokenised:
             return words, *(np.zeros(0, dtype=np.int64) for _ in range(3))  # type: ignore[return-value]
         ids, rows, tfs = (np.concatenate(column) for column in zip(*self.parts, strict=True))
         return words, ids, rows, tfs
+
+
+class Term(NamedTuple):
+    """One query term: its postings (row positions ascending, frequencies) and its IDF."""
+
+    docs: np.ndarray
+    tfs: np.ndarray
+    idf: float
+
+
+def top_k(
+    terms: Sequence[Term], norm: np.ndarray, rowids: np.ndarray, shown: np.ndarray | None, limit: int
+) -> tuple[np.ndarray, list[float]]:
+    """The ``limit`` best rows (score DESC, rowid) among ``shown`` (a boolean mask; None: every
+    row) and their scores, ``sum_i idf_i * tf_i * (k1 + 1) / (tf_i + norm[row])`` in term order."""
+    scores = np.zeros(len(norm), dtype=np.float64)
+    held = []
+    for t in terms:
+        docs, tfs = (t.docs, t.tfs) if shown is None else (t.docs[shown[t.docs]], t.tfs[shown[t.docs]])
+        f = tfs.astype(np.float64)
+        scores[docs] += t.idf * ((f * (formula.K1 + 1.0)) / (f + norm[docs]))
+        held.append(docs)
+    some = _rarest_rows(terms, held, limit)
+    if some is None:
+        hit = np.flatnonzero(scores)
+    else:  # no row scoring under the k-th best of these can be among the best
+        hit = np.flatnonzero(scores >= -np.partition(-scores[some], limit - 1)[limit - 1])
+    return _best(hit, scores[hit], rowids, limit)
+
+
+def _rarest_rows(terms: Sequence[Term], held: Sequence[np.ndarray], limit: int) -> np.ndarray | None:
+    """At least ``limit`` distinct rows, taken from the highest-IDF terms' rows; None when all the
+    rows that match are no more than a few times that (cutting would save nothing)."""
+    if limit <= 0 or sum(len(d) for d in held) <= 4 * limit:
+        return None
+    taken: list[np.ndarray] = []
+    for i in sorted(range(len(terms)), key=lambda i: -terms[i].idf):
+        taken.append(held[i])
+        rows = np.unique(np.concatenate(taken)) if len(taken) > 1 else held[i]
+        if len(rows) >= limit:
+            return rows
+    return None
+
+
+def _best(rows: np.ndarray, scores: np.ndarray, rowids: np.ndarray, limit: int) -> tuple[np.ndarray, list[float]]:
+    """The ``limit`` best of some rows by (score DESC, rowid), with their scores."""
+    if len(rows) > limit:  # every row scoring at least the limit-th best score, ties included
+        cut = -np.partition(-scores, limit - 1)[limit - 1]
+        keep = scores >= cut
+        rows, scores = rows[keep], scores[keep]
+    order = np.lexsort((rowids[rows], -scores))[:limit]
+    return rows[order], scores[order].tolist()

@@ -48,7 +48,7 @@ import numpy as np
 from . import bm25 as formula
 from .db import Db, batches, chunk_ids_of
 from .derived import DerivedFiles, Registry, array_writer, derived_folder, open_array
-from .inverted import EMPTY, Segment, Tokenised, build
+from .inverted import EMPTY, Segment, Term, Tokenised, build, top_k
 from .lexical import SqliteLexical, phrases_of
 from .protocols import DocumentStore, Visibility, chunk_tokens
 
@@ -293,7 +293,10 @@ class PostingsLexical:
         return _view(base, a["rowids"], a["lengths"], a["stamps"]), dict(saved.fields), saved.token
 
     def _belongs(self, fields: dict[str, Any] | Any) -> bool:
-        return bool(fields.get("format") == FORMAT and fields.get("index_uuid") == self._uuid())
+        """Whether a stamp is of this format and index (its fields the ones ``_save`` writes)."""
+        chunks, generation = fields.get("chunks"), fields.get("generation")
+        well_formed = isinstance(generation, int) and isinstance(chunks, list) and len(chunks) == 2
+        return bool(well_formed and fields.get("format") == FORMAT and fields.get("index_uuid") == self._uuid())
 
     def _uuid(self) -> str:
         return self.db.get_meta("index_uuid") or ""
@@ -507,28 +510,22 @@ def _ranked(
     view: _View, phrases: Sequence[str], acl: _Mask, shown: _Mask, limit: int
 ) -> tuple[np.ndarray, list[float]]:
     """The top ``limit`` row positions among ``shown`` (score DESC, rowid) and their scores: BM25
-    with the statistics of the ``acl`` rows, in bm25.score's order of operations."""
+    with the statistics of the ``acl`` rows (inverted.top_k), each phrase's postings in query order."""
     avgdl = acl.tokens / acl.count or 1.0  # rows of no tokens match nothing anyway
-    norm = view.norm(avgdl)
-    scores = np.zeros(len(view.rowids), dtype=np.float64)
     everything = shown.count == len(view.rowids)  # every row visible and live: no mask to apply
-    for phrase in phrases:  # one term at a time, in the query's order, as FTS5 sums them
+    rows = None if everything else shown.rows
+    return top_k(_terms(view, phrases, acl), view.norm(avgdl), view.rowids, rows, limit)
+
+
+def _terms(view: _View, phrases: Sequence[str], acl: _Mask) -> list[Term]:
+    """The phrases held by some row, in query order, with their IDF among the ``acl`` rows."""
+    terms = []
+    for phrase in phrases:
         docs, tfs = view.postings(phrase)
-        if not len(docs):
-            continue
-        holding = len(docs) if acl.count == len(view.rowids) else int(np.count_nonzero(acl.rows[docs]))
-        w = formula.idf(acl.count, holding)
-        if not everything:
-            keep = shown.rows[docs]
-            docs, tfs = docs[keep], tfs[keep]
-        f = tfs.astype(np.float64)
-        scores[docs] += w * ((f * (formula.K1 + 1.0)) / (f + norm[docs]))
-    hit = np.flatnonzero(scores)
-    if len(hit) > limit:  # every row scoring at least the limit-th best score, ties included
-        cut = np.partition(scores[hit], len(hit) - limit)[len(hit) - limit]
-        hit = hit[scores[hit] >= cut]
-    top = hit[np.lexsort((view.rowids[hit], -scores[hit]))][:limit]
-    return top, scores[top].tolist()
+        if len(docs):
+            holding = len(docs) if acl.count == len(view.rowids) else int(np.count_nonzero(acl.rows[docs]))
+            terms.append(Term(docs, tfs, formula.idf(acl.count, holding)))
+    return terms
 
 
 def postings_folder(db_path: Path | str) -> Path | None:
