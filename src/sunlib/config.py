@@ -86,7 +86,7 @@ class SearchSettings(BaseModel):
     # below 20k visible chunks; for a server above ~100k chunks, docs/benchmarks.md).
     dense_engine: Literal["sqlite-vec", "numpy", "usearch", "usearch-f16", "usearch-i8"] = "sqlite-vec"
     # Where BM25 ranks: inside SQLite (FTS5) or from postings of the same tokens in numpy arrays
-    # kept in the index folder (the same chunks, order and scores; ~Nx faster on large indexes,
+    # kept in the index folder (the same chunks, order and scores; BM25 p95 2.3 ms against 38 ms at 100k,
     # docs/benchmarks.md "The postings engine"; `sunlib index` saves them after the text phase).
     lexical_engine: Literal["fts5", "postings"] = "fts5"
     principals: list[str] = Field(default_factory=lambda: ["public"])
