@@ -138,6 +138,9 @@ class _View:
         return docs, tfs
 
     def mask(self, db: Db, visibility: Visibility) -> _Mask:
+        """The rows a visibility lets through, cached with this view: a write that changes who may
+        see a chunk (its note's ACL, tags, metadata or mtime) rewrites the chunk with a new stamp,
+        so it makes a new view."""
         key = visibility.key
         with self.lock:
             found = self.masks.get(key)
