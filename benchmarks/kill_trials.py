@@ -30,6 +30,7 @@ Both then check the index (the full check) and complete it to equality with a cl
     python benchmarks/kill_trials.py                 # 100 trials, 320 notes
     python benchmarks/kill_trials.py --trials 10 --no-doc
     python benchmarks/kill_trials.py --races 12 --notes 160
+    python benchmarks/kill_trials.py --trials 10 --no-doc --lexical-engine postings   # kills hit its saves too
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from typing import Any
 import httpx
 
 from sunlib import Library
-from sunlib.store import Space, SqliteStore, UsearchVectors
+from sunlib.store import PostingsLexical, Space, SqliteStore, UsearchVectors
 from sunlib.store.check import check_index, differences, fingerprint
 from sunlib.text.tokens import fts_query
 
@@ -208,26 +209,34 @@ def index_command(vault: Path) -> list[str]:
     return [sys.executable, "-m", "sunlib", "index", str(vault), "--provider", "hash", "-q"]
 
 
-def index_env(index_dir: Path, home: Path, engine: str | None = None) -> dict[str, str]:
+def index_env(index_dir: Path, home: Path, engine: str | None = None, lexical: str | None = None) -> dict[str, str]:
     """The indexer's environment; ``engine`` is a ``[search] dense_engine`` (an HNSW engine saves
-    its graph at the end of the vector phase, so the kills also hit its saves)."""
+    its graph at the end of the vector phase, so the kills also hit its saves), ``lexical`` a
+    ``[search] lexical_engine`` (the postings are saved after the text phase)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SUNLIB_")}
     env.update(
         SUNLIB_INDEX_DIR=str(index_dir), SUNLIB_HOME=str(home), SUNLIB_EMBEDDING__PROVIDER="hash", OMP_NUM_THREADS="1"
     )
     if engine is not None:
         env["SUNLIB_SEARCH__DENSE_ENGINE"] = engine
+    if lexical is not None:
+        env["SUNLIB_SEARCH__LEXICAL_ENGINE"] = lexical
     return env
 
 
 def run_index(
-    vault: Path, index_dir: Path, home: Path, kill_after: float | None = None, engine: str | None = None
+    vault: Path,
+    index_dir: Path,
+    home: Path,
+    kill_after: float | None = None,
+    engine: str | None = None,
+    lexical: str | None = None,
 ) -> tuple[bool, float]:
     """Run the indexer; SIGKILL it after ``kill_after`` seconds. Returns (killed, seconds it ran)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         index_command(vault),
-        env=index_env(index_dir, home, engine),
+        env=index_env(index_dir, home, engine, lexical),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -268,6 +277,16 @@ def state_of(db: Path) -> Any:
         len(got["chunks"]),
         sorted((k, v["vectors"]) for k, v in got["spaces"].items()),
     )
+
+
+def postings_problems(db: Path, lexical: str | None) -> list[str]:
+    """What is wrong with the postings files of a completed index (nothing for FTS5 alone)."""
+    if lexical != "postings":
+        return []
+    with SqliteStore(db, lexical_engine="postings") as store:
+        engine = store.lexical
+        assert isinstance(engine, PostingsLexical)
+        return engine.verify()
 
 
 def graph_problems(db: Path, engine: str | None) -> list[str]:
@@ -322,16 +341,18 @@ class Trial:
 EDIT_OPS = (1, 20)  # random vault changes before an edit trial
 
 
-def measure_runs(vault: Vault, work: Path, runs: int = 3, engine: str | None = None) -> tuple[list[float], list[float]]:
+def measure_runs(
+    vault: Vault, work: Path, runs: int = 3, engine: str | None = None, lexical: str | None = None
+) -> tuple[list[float], list[float]]:
     """Wall seconds (interpreter start included) of full from-scratch `sunlib index` runs, and
     of incremental runs after as many vault changes as an edit trial makes on average."""
     full, edit = [], []
     for _ in range(runs):
         wipe(work / "measure")
-        full.append(run_index(vault.root, work / "measure", work / "home", engine=engine)[1])
+        full.append(run_index(vault.root, work / "measure", work / "home", engine=engine, lexical=lexical)[1])
     for _ in range(runs):
         vault.mutate(sum(EDIT_OPS) // 2)
-        edit.append(run_index(vault.root, work / "measure", work / "home", engine=engine)[1])
+        edit.append(run_index(vault.root, work / "measure", work / "home", engine=engine, lexical=lexical)[1])
     wipe(work / "measure")
     return full, edit
 
@@ -345,17 +366,20 @@ def run_trials(
     window: str = "kind",
     measure: int = 3,
     engine: str | None = None,
+    lexical: str | None = None,
 ) -> dict[str, Any]:
     """``window``: kill delays are uniform over a full run's measured duration ("full"), or over
     the measured duration of the trial's kind of run ("kind": full for scratch trials, an
     incremental run for edit trials, most of which would otherwise end before their kill).
     ``engine``: the indexer's dense engine; with an HNSW engine the completed index's graph
-    files are checked against SQLite's vectors too (``UsearchVectors.verify``)."""
+    files are checked against SQLite's vectors too (``UsearchVectors.verify``); ``lexical``: the
+    indexer's lexical engine; with the postings their files are checked against a build from the
+    chunks and FTS5's row lengths (``PostingsLexical.verify``)."""
     t_start = time.perf_counter()
     rng = random.Random(seed)
     vault = build_vault(work / "vault", notes, seed)
     index_dir, clean_dir, home = work / "index", work / "clean", work / "home"
-    measured_full, measured_edit = measure_runs(vault, work, measure, engine)
+    measured_full, measured_edit = measure_runs(vault, work, measure, engine, lexical)
     full, edit = statistics.median(measured_full), statistics.median(measured_edit)
     say(
         f"vault: {len(vault.notes())} notes; full run {full:.2f}s ({', '.join(f'{t:.2f}' for t in measured_full)}),"
@@ -382,7 +406,7 @@ def run_trials(
             delay = rng.uniform(0, span)
             trial.windows.append(round(span, 4))
             before = state_of(index_dir / DB)
-            killed, _ = run_index(vault.root, index_dir, home, kill_after=delay, engine=engine)
+            killed, _ = run_index(vault.root, index_dir, home, kill_after=delay, engine=engine, lexical=lexical)
             trial.kills.append(round(delay, 4))
             trial.killed.append(killed)
             trial.stages.append(
@@ -393,12 +417,13 @@ def run_trials(
                 if not report["ok"]:
                     trial.corrupt.extend(report["problems"])
         if not trial.corrupt:
-            run_index(vault.root, index_dir, home, engine=engine)  # to completion
+            run_index(vault.root, index_dir, home, engine=engine, lexical=lexical)  # to completion
             after = check_index(index_dir / DB)
             if not after["ok"]:
                 trial.corrupt.extend(f"after completion: {p}" for p in after["problems"])
             got = fingerprint(index_dir / DB, queries)
             trial.mismatch = differences(got, clean_fp) + graph_problems(index_dir / DB, engine)
+            trial.mismatch += postings_problems(index_dir / DB, lexical)
             trial.notes, trial.chunks = len(got["notes"]), len(got["chunks"])
         trial.seconds = round(time.perf_counter() - t0, 3)
         results.append(trial)
@@ -785,6 +810,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the work folder (vault and indexes)")
     parser.add_argument("--races", type=int, default=0, help="run N trials of each race instead (see above)")
     parser.add_argument("--dense-engine", default=None, help="the indexer's [search] dense_engine (e.g. usearch)")
+    parser.add_argument("--lexical-engine", default=None, help="the indexer's [search] lexical_engine (postings)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="sunlib-kill-"))
@@ -794,7 +820,13 @@ def main() -> None:
         return
     try:
         summary = run_trials(
-            args.trials, args.notes, args.seed, work, window=args.kill_window, engine=args.dense_engine
+            args.trials,
+            args.notes,
+            args.seed,
+            work,
+            window=args.kill_window,
+            engine=args.dense_engine,
+            lexical=args.lexical_engine,
         )
     finally:
         if args.keep:
@@ -805,7 +837,7 @@ def main() -> None:
     print(table(summary))
     if args.json_out:
         args.json_out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if not args.no_doc and not args.dense_engine:  # the section in docs/reliability.md is the default engine's
+    if not args.no_doc and not args.dense_engine and not args.lexical_engine:  # the doc's section: default engines
         shown = [f"--trials {args.trials}"] if args.trials != 100 else []
         shown += [f"--notes {args.notes}"] if args.notes != 320 else []
         shown += [f"--kill-window {args.kill_window}"] if args.kill_window != "kind" else []

@@ -21,6 +21,14 @@ printed with the time as each figure is measured.
 It also measures what BM25 with the statistics of the visible chunks costs (docs/security.md,
 "scores"): the same queries through FTS5's ``bm25()`` and through the exact visible-set scoring
 (``sunlib_tf`` + store/bm25.py), in the same run, and the ratio.
+
+And the postings engine (store/postings.py) beside FTS5 on the same index in the same run: its
+build (tokenise every chunk, save), open, arrays and files, BM25 for a caller who sees every
+chunk and for one who sees 1% (rankings and scores asserted equal to FTS5's), and the BM25 and
+hybrid routes through sunlib's search with either engine (numpy dense engine for both).
+
+    python benchmarks/store_bench.py --sizes 100000 --keep /tmp/kept   # keep the vault and index
+    python benchmarks/store_bench.py --sizes 100000 --reuse /tmp/kept  # the postings figures on it again
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ from sunlib.contracts import SearchFilters
 from sunlib.indexing import sync_text
 from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
-from sunlib.store import Space, SqliteStore, VectorItem, Visibility
+from sunlib.store import PostingsLexical, Space, SqliteStore, VectorItem, Visibility
 from sunlib.store.ann import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH
+from sunlib.store.postings import POSTINGS, postings_folder
 from sunlib.text import fts_query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,6 +66,9 @@ DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- store_bench:begin -->", "<!-- store_bench:end -->"
 BM25_BEGIN, BM25_END = "<!-- bm25_visible:begin -->", "<!-- bm25_visible:end -->"
 ANN_BEGIN, ANN_END = "<!-- ann_bench:begin -->", "<!-- ann_bench:end -->"
+POSTINGS_BEGIN, POSTINGS_END = "<!-- postings_bench:begin -->", "<!-- postings_bench:end -->"
+SPACE = Space("synthetic", "random-unit", DIM, "structure-v1:500:0.15")
+EVERYONE, FEW = Visibility.of(["public"]), Visibility.of(["few"])  # every chunk; 1% of them (make_vault)
 ANN_ENGINES = ["usearch", "usearch-i8"]
 POOL = 50  # the lexical route's pool at the default limit of 10 (candidates per route)
 
@@ -127,7 +139,7 @@ def bench_size(
         text_s = time.perf_counter() - t0
         chunks = report.chunks_written
         say(f"{n:,}: text indexed in {text_s:.0f}s ({chunks / text_s:.0f} chunks/s)")
-        space = Space("synthetic", "random-unit", DIM, "structure-v1:500:0.15")
+        space = SPACE
         lib.store.vectors.ensure_space(space)
         vectors = synthetic_vectors(chunks, seed=0)
         pending = lib.store.vectors.pending(space)
@@ -149,6 +161,7 @@ def bench_size(
         }
         result.update(brute_force(lib, corpus))
         result.update(bm25_cost(lib, queries))
+        result.update(postings_cost(lib, queries, qvecs))
         for name in ann:  # after BM25 and the exact engines: a 1M build takes long with one thread
             found = ann_measure.measure(name, corpus, lib.settings.search, say)
             result.update({f"{name}:{k}": v for k, v in found.items()})
@@ -225,6 +238,97 @@ def bm25_cost(lib: Library, queries: list[str]) -> dict[str, float]:
         assert [c for c, _ in exact] == [c for c, _ in native], q  # same statistics: same ranking
     out = {f"bm25_{m}_p{q}": pct(v, q) for m, v in lat.items() for q in (50, 95)}
     return {**out, "bm25_stats_ms": stats_ms, "bm25_ratio_p50": out["bm25_visible_p50"] / out["bm25_fts5_p50"]}
+
+
+def postings_cost(lib: Library, queries: list[str], qvecs: np.ndarray) -> dict[str, float]:
+    """The postings engine beside FTS5 on one opened index: build (from scratch: tokenise every
+    chunk, build, save), open from its files, size, and BM25 latency for a caller who sees every
+    chunk and for one who sees 1% (rankings asserted equal, scores to 1e-9), then the BM25 and
+    hybrid routes through sunlib's search with each engine (the numpy dense engine for both)."""
+    shutil.rmtree(postings_folder(lib.db_path) or "", ignore_errors=True)
+    stores = {name: SqliteStore(lib.db_path, "numpy", name) for name in ("fts5", "postings")}
+    engine = stores["postings"].lexical
+    assert isinstance(engine, PostingsLexical)
+    POSTINGS.forget(stores["postings"].db.identity())
+    t0 = time.perf_counter()
+    engine.refresh()
+    out = {"postings_build_s": time.perf_counter() - t0}
+    say(f"postings: built in {out['postings_build_s']:.1f}s")
+    base, view = engine.postings().view.base, engine.postings().view
+    out["postings_arrays_mb"] = sum(a.nbytes for a in (*vars(base).values(), view.rowids, view.lengths)) / 1e6
+    out["postings_files_mb"] = sum(p.stat().st_size for p in (postings_folder(lib.db_path) or Path()).iterdir()) / 1e6
+    POSTINGS.forget(stores["postings"].db.identity())
+    t0 = time.perf_counter()
+    engine.postings()
+    out["postings_open_s"] = time.perf_counter() - t0
+    lat: dict[str, list[float]] = {m: [] for m in ("fts5", "postings", "fts5_few", "postings_few")}
+    for q in queries:
+        match = fts_query(q) or ""
+        for suffix, visibility in (("", EVERYONE), ("_few", FEW)):
+            got = {}
+            for name, store in stores.items():
+                t0 = time.perf_counter()
+                got[name] = store.lexical.bm25(match, visibility, POOL)
+                lat[name + suffix].append((time.perf_counter() - t0) * 1000)
+            assert [c for c, _ in got["fts5"]] == [c for c, _ in got["postings"]], q
+            assert all(abs(a - b) < 1e-9 for (_, a), (_, b) in zip(got["fts5"], got["postings"], strict=True)), q
+    out.update({f"bm25_{m}_p{p}": pct(v, p) for m, v in lat.items() for p in (50, 95)})
+    qmap = dict(zip(queries, qvecs, strict=True))
+    routes: dict[str, list[float]] = {f"{mode}_{name}": [] for mode in ("bm25", "hybrid") for name in stores}
+    for q in queries:
+        for mode in ("bm25", "hybrid"):
+            hits = {}
+            for name, store in stores.items():
+                search = SearchEngine(store, lib.settings.search, SPACE, lambda text: qmap[text])
+                t0 = time.perf_counter()
+                hits[name] = [h.chunk_id for h in search.search(SearchRequest(q, mode=mode, limit=10)).hits]
+                routes[f"{mode}_{name}"].append((time.perf_counter() - t0) * 1000)
+            assert hits["fts5"] == hits["postings"], (mode, q)
+    out.update({f"route_{m}_p{p}": pct(v, p) for m, v in routes.items() for p in (50, 95)})
+    for store in stores.values():
+        store.close()
+    say(f"postings: BM25 p95 {out['bm25_postings_p95']:.1f} ms (FTS5 {out['bm25_fts5_p95']:.1f} ms)")
+    return out
+
+
+def reuse(folder: Path, sizes: list[int], vocab: list[str]) -> list[dict[str, float]]:
+    """The postings figures on the indexes a run kept with ``--keep`` (``folder/<size>``)."""
+    found = []
+    for n in sizes:
+        kept = folder / str(n)
+        lib = Library.open(kept / "vault", index_dir=kept / "index", embedding={"provider": "hash", "dimensions": DIM})
+        rng = random.Random(n)
+        queries = [" ".join(rng.choices(vocab[:3000], k=rng.randint(2, 6))) for _ in range(QUERIES)]
+        result = {"chunks": float(lib.store.counts().chunks)}
+        result.update(postings_cost(lib, queries, synthetic_vectors(QUERIES, seed=1)))
+        lib.close()
+        found.append(result)
+    return found
+
+
+def render_postings(results: list[dict[str, float]]) -> str:
+    lines = [
+        POSTINGS_BEGIN,
+        f"The postings engine beside FTS5 on the same index and queries ({QUERIES}, pool {POOL}, 1 thread, same run;"
+        " chunk ids and order asserted equal, scores to 1e-9). BM25 in ms p50 / p95; *all* = a caller who sees every"
+        " chunk (FTS5's own bm25()), *1%* = one who sees 1% of the notes (visible statistics); routes through"
+        " sunlib's search (numpy dense engine for both):",
+        "",
+        "| chunks | build s | open s | arrays MB | files MB | BM25 all: FTS5 | postings | BM25 1%: FTS5 |"
+        " postings | bm25 route: FTS5 | postings | hybrid route: FTS5 | postings |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    cells = ["bm25_fts5", "bm25_postings", "bm25_fts5_few", "bm25_postings_few"]
+    cells += ["route_bm25_fts5", "route_bm25_postings", "route_hybrid_fts5", "route_hybrid_postings"]
+    for r in results:
+        lines.append(
+            f"| {int(r['chunks']):,} | {r['postings_build_s']:.1f} | {r['postings_open_s']:.2f} |"
+            f" {r['postings_arrays_mb']:.0f} | {r['postings_files_mb']:.0f} | "
+            + " | ".join(f"{r[c + '_p50']:.1f} / {r[c + '_p95']:.1f}" for c in cells)
+            + " |"
+        )
+    lines.append(POSTINGS_END)
+    return "\n".join(lines)
 
 
 def bm25_only(n: int, rng: random.Random, vocab: list[str]) -> dict[str, float]:
@@ -368,9 +472,13 @@ def main() -> None:
     ap.add_argument("--bm25-only", action="store_true", help="measure only BM25's visible-statistics cost")
     ap.add_argument("--ann", nargs="*", default=ANN_ENGINES, help="HNSW engines to measure (none: skip)")
     ap.add_argument("--keep", type=Path, help="keep each size's vault and index in KEEP/<size> (not a temp folder)")
+    ap.add_argument("--reuse", type=Path, help="measure the postings engine on the indexes a --keep run left in DIR")
     args = ap.parse_args()
     rng = random.Random(42)
     vocab = vocabulary(rng)
+    if args.reuse:
+        print(render_postings(reuse(args.reuse, args.sizes, vocab)))
+        return
     if args.bm25_only:
         found = [bm25_only(n, rng, vocab) for n in args.sizes]
         print(render_bm25(found))
@@ -384,10 +492,11 @@ def main() -> None:
         print({k: round(v, 3) for k, v in r.items()}, flush=True)
         results.append(r)
     table = render(results, e5_rate)
-    print(table + "\n" + render_bm25(results) + "\n" + render_ann(results, args.ann))
+    print(table + "\n" + render_bm25(results) + "\n" + render_postings(results) + "\n" + render_ann(results, args.ann))
     if not args.no_write:
         write_section(BEGIN, END, table)
         write_section(BM25_BEGIN, BM25_END, render_bm25(results))
+        write_section(POSTINGS_BEGIN, POSTINGS_END, render_postings(results))
         if args.ann:
             write_section(ANN_BEGIN, ANN_END, render_ann(results, args.ann))
 

@@ -5,7 +5,8 @@ LexicalIndex and VectorIndex) on a real file in a tmp dir: the SQLite documents 
 sqlite-vec VectorIndex, the same with the numpy VectorIndex, with the usearch VectorIndex (an HNSW graph
 beside the file; exact below its size threshold), with that VectorIndex forced through its graph, and
 with its float16 graph (the int8 graph's scores are quantized, off by ~1e-3, so it is not here:
-tests/test_ann.py checks its ACL); and the Qdrant backend (the SQLite documents with BM25 and vectors
+tests/test_ann.py checks its ACL); the SQLite store with the postings LexicalIndex (BM25 from numpy
+postings beside the file); and the Qdrant backend (the SQLite documents with BM25 and vectors
 in Qdrant) on qdrant-client's local mode, on qdrant-edge in-process and, with QDRANT_URL set, on a
 live server (skipped otherwise, saying so).
 Adding a backend is a matter of adding one entry to ``BACKENDS`` (a function from a db path to
@@ -85,6 +86,7 @@ BACKENDS: dict[str, Callable[[Path], Store]] = {
     "usearch": lambda db: SqliteStore(db, "usearch"),
     "usearch-graph": _graph_only,
     "usearch-f16": lambda db: SqliteStore(db, "usearch-f16"),
+    "postings": lambda db: SqliteStore(db, "sqlite-vec", "postings"),  # BM25 from numpy postings (store/postings.py)
 }
 
 SPACE = Space("test", "hand-made", 4, "contract")

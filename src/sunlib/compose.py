@@ -28,7 +28,9 @@ from .store import SqliteStore
 T = TypeVar("T")
 
 
-def open_store(path: Path, dense_engine: str, backend: StoreSettings | None = None) -> SqliteStore:
+def open_store(
+    path: Path, dense_engine: str, backend: StoreSettings | None = None, lexical_engine: str = "fts5"
+) -> SqliteStore:
     """The one place that opens the index for a Library (a connection of its own).
 
     Connections with the numpy engine share one in-memory matrix per index, space and
@@ -43,7 +45,7 @@ def open_store(path: Path, dense_engine: str, backend: StoreSettings | None = No
         from .store.qdrant import open_qdrant_store
 
         return open_qdrant_store(path, backend)
-    return SqliteStore(path, dense_engine)
+    return SqliteStore(path, dense_engine, lexical_engine)
 
 
 class ThreadStores:
@@ -54,8 +56,11 @@ class ThreadStores:
     the calling thread's store. Only its own thread closes a store (``release()``), or
     any thread once its owner has ended: at the next open and at ``close()``."""
 
-    def __init__(self, path: Path, dense_engine: str, backend: StoreSettings | None = None) -> None:
+    def __init__(
+        self, path: Path, dense_engine: str, backend: StoreSettings | None = None, lexical_engine: str = "fts5"
+    ) -> None:
         self.path, self.dense_engine, self.backend = path, dense_engine, backend
+        self.lexical_engine = lexical_engine
         self._lock = threading.Lock()
         self._open: dict[int, tuple[threading.Thread, SqliteStore]] = {}
 
@@ -66,7 +71,7 @@ class ThreadStores:
             return entry[1]
         with self._lock:
             self._close_ended()
-        store = open_store(self.path, self.dense_engine, self.backend)
+        store = open_store(self.path, self.dense_engine, self.backend, self.lexical_engine)
         with self._lock:
             self._open[thread.ident or 0] = (thread, store)
         return store
@@ -112,16 +117,18 @@ class Shared:
         # An RLock: a note write re-reads its note under the lock and may sync it first.
         self.write_lock = threading.RLock()
         self._lock = threading.Lock()
-        self._stores: dict[tuple[str, StoreSettings | None], ThreadStores] = {}
+        self._stores: dict[tuple[str, str, StoreSettings | None], ThreadStores] = {}
         self._parts: dict[Hashable, Any] = {}
         self._building: dict[Hashable, threading.Lock] = {}
 
-    def stores(self, dense_engine: str, backend: StoreSettings | None = None) -> ThreadStores:
+    def stores(
+        self, dense_engine: str, backend: StoreSettings | None = None, lexical_engine: str = "fts5"
+    ) -> ThreadStores:
         with self._lock:
-            key = (dense_engine, backend)
+            key = (dense_engine, lexical_engine, backend)
             stores = self._stores.get(key)
             if stores is None:
-                stores = self._stores[key] = ThreadStores(self.db_path, dense_engine, backend)
+                stores = self._stores[key] = ThreadStores(self.db_path, dense_engine, backend, lexical_engine)
             return stores
 
     def part(self, key: Hashable, build: Callable[[], T]) -> T:

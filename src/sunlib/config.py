@@ -85,6 +85,10 @@ class SearchSettings(BaseModel):
     # kept in the index folder (usearch, float32, float16 or int8 vectors: ACL inside the search, exact
     # below 20k visible chunks; for a server above ~100k chunks, docs/benchmarks.md).
     dense_engine: Literal["sqlite-vec", "numpy", "usearch", "usearch-f16", "usearch-i8"] = "sqlite-vec"
+    # Where BM25 ranks: inside SQLite (FTS5) or from postings of the same tokens in numpy arrays
+    # kept in the index folder (the same chunks, order and scores; BM25 p95 2.3 ms against 38 ms at 100k,
+    # docs/benchmarks.md "The postings engine"; `sunlib index` saves them after the text phase).
+    lexical_engine: Literal["fts5", "postings"] = "fts5"
     principals: list[str] = Field(default_factory=lambda: ["public"])
     # Cross-language retrieval (hybrid mode): a third route ranks the visible chunks in the other
     # script than the question's (a Chinese question: the chunks without CJK characters; any
@@ -252,6 +256,10 @@ class ServerSettings(BaseModel):
     # the index folder) instead of the numpy matrix, whose scan grows with the index (~50 ms at
     # 1M chunks); 0 never switches. docs/benchmarks.md "HNSW engines" for the measurements.
     ann_above_chunks: int = Field(0, ge=0)
+    # From this many chunks on, the server ranks BM25 from the postings (lexical_engine "postings",
+    # kept in the index folder) instead of FTS5, whose any-term query grows with the index
+    # (150 ms p95 at 1M chunks); 0 never switches. docs/benchmarks.md "The postings engine".
+    postings_above_chunks: int = Field(0, ge=0)
 
 
 class StoreSettings(BaseModel):

@@ -27,8 +27,7 @@ from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, no
 from .ingest.chunkers import Chunker
 from .ingest.vault import SKIP_DIRS, sidecar_of
 from .providers import Embedder, create_embedder
-from .store import DerivedVectors, DocumentStore, NoteState, Space, Store, VectorItem, embed_text_for
-from .text import fts_tokens
+from .store import DerivedVectors, DocumentStore, NoteState, Space, Store, VectorItem, chunk_tokens
 
 Progress = Callable[[str, int, int], None]
 NOTE_BATCH = 50
@@ -169,7 +168,7 @@ def _write_note(
         report.added.append(vf.rel_path)
     else:
         report.changed.append(vf.rel_path)
-    tokens = [fts_tokens(embed_text_for(note.title, c.heading_path, c.text)) for c in chunks]
+    tokens = [chunk_tokens(note.title, c.heading_path, c.text) for c in chunks]
     store.upsert_note(note, chunks, tokens, chunker.fingerprint)
     report.chunks_written += len(chunks)
 

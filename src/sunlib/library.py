@@ -32,7 +32,7 @@ from .providers import Embedder, create_embedder
 from .providers.chat import ChatModel
 from .providers.registry import chat_model_names, create_chat_model
 from .retrieve import SearchEngine, SearchRequest
-from .store import ConversationRecord, Reconciled, Space, SqliteStore
+from .store import ConversationRecord, DerivedLexical, Reconciled, Space, SqliteStore
 from .store.lock import IndexerLock, OnWait, indexer_lock
 from .trace import Listener, Tracer
 
@@ -116,7 +116,8 @@ class Library:
     @property
     def stores(self) -> ThreadStores:
         """The per-thread connections to the index (hand this to a part that outlives a thread)."""
-        return self._shared.stores(self._settings.search.dense_engine, self._settings.store)
+        search = self._settings.search
+        return self._shared.stores(search.dense_engine, self._settings.store, search.lexical_engine)
 
     @property
     def store(self) -> SqliteStore:
@@ -210,6 +211,8 @@ class Library:
         with self.indexer_lock.held(on_wait=on_wait):
             with self.write_lock:
                 report = sync_text(store, self.vault, self.settings.index, progress or _quiet)
+            if isinstance(store.lexical, DerivedLexical):  # an engine with derived data (postings) saves it now
+                store.lexical.refresh()
             store.reconcile()
             if self.settings.index.embed if embed is None else embed:
                 self.embed(report, progress)
@@ -218,10 +221,13 @@ class Library:
         return report
 
     def reconcile(self, on_wait: OnWait | None = None) -> list[Reconciled]:
-        """Drop vectors out of step with the text in every space (``sunlib doctor --repair``)."""
+        """Drop vectors out of step with the text in every space, and rewrite the postings when their
+        files are not whole and current (``sunlib doctor --repair``)."""
         store = self.store
         with self.indexer_lock.held(on_wait=on_wait):
-            return store.reconcile()
+            done = store.reconcile()
+            store.repair_postings()
+            return done
 
     def embed(self, report: IndexReport | None = None, progress: Progress | None = None) -> IndexReport:
         """Embed every chunk without a vector: the active space, then the fusion reranker's, if any

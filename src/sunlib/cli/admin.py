@@ -139,7 +139,8 @@ def doctor(
     repair: Annotated[
         bool,
         typer.Option(
-            "--repair", help="reconcile vectors with the text (drop orphan and stale vectors); rebuild ANN graphs"
+            "--repair",
+            help="reconcile vectors with the text (drop orphan and stale vectors); rebuild ANN graphs and postings",
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -173,6 +174,12 @@ def doctor(
                         for a in ann
                         if a["state"] in ("damaged", "foreign")
                     ]
+                    report["problems"] = problems
+                postings = lib.store.postings_state()
+                if postings is not None:  # the lexical engine keeps postings in the index folder
+                    report["postings"] = dataclasses.asdict(postings)
+                    if postings.state in ("damaged", "foreign"):
+                        problems.append(f"postings are {postings.state}: {postings.detail}")
                     report["problems"] = problems
     except UserError as exc:
         report["index"] = f"none ({exc})"

@@ -38,7 +38,10 @@ def serve(
     lib = open_library(vault, config)
     lib = lib.with_settings(
         server={"host": host, "port": port},
-        search={"dense_engine": server_dense_engine(lib.settings.server, lambda: lib.store.counts().chunks)},
+        search={
+            "dense_engine": server_dense_engine(lib.settings.server, lambda: lib.store.counts().chunks),
+            "lexical_engine": server_lexical_engine(lib.settings.server, lambda: lib.store.counts().chunks),
+        },
     )
     s = lib.settings.server
     if not s.tokens and not is_loopback_host(s.host):
@@ -85,3 +88,11 @@ def server_dense_engine(settings: ServerSettings, chunks: Callable[[], int]) -> 
     if settings.ann_above_chunks and chunks() >= settings.ann_above_chunks:
         return "usearch"
     return "numpy" if settings.dense_engine_numpy else None
+
+
+def server_lexical_engine(settings: ServerSettings, chunks: Callable[[], int]) -> str | None:
+    """The server's lexical engine for an index of ``chunks()`` chunks (counted only when a
+    threshold is set): the postings from ``postings_above_chunks`` on, else the configured one."""
+    if settings.postings_above_chunks and chunks() >= settings.postings_above_chunks:
+        return "postings"
+    return None

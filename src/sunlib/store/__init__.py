@@ -4,6 +4,7 @@ backend that implements them in one file (FTS5 + sqlite-vec). SQL lives only in 
 from .ann import AnnState, DerivedVectors, UsearchVectors
 from .connection import connect, versions
 from .memory import MatrixCache, NumpyVectors
+from .postings import DerivedLexical, PostingsLexical, PostingsState
 from .protocols import (
     ChunkRow,
     ConversationRecord,
@@ -26,19 +27,22 @@ from .protocols import (
     VectorIndex,
     VectorItem,
     Visibility,
+    chunk_tokens,
     embed_text_for,
 )
-from .sqlite import DENSE_ENGINES, SqliteStore
+from .sqlite import DENSE_ENGINES, LEXICAL_ENGINES, SqliteStore
 from .vectors import SqliteVectors
 
 __all__ = [
     "DENSE_ENGINES",
+    "LEXICAL_ENGINES",
     "AnnState",
     "ChunkRow",
     "ConversationRecord",
     "ConversationSummary",
     "ConversationTurn",
     "Counts",
+    "DerivedLexical",
     "DerivedVectors",
     "DocumentStore",
     "LexicalIndex",
@@ -49,6 +53,8 @@ __all__ = [
     "NoteSummary",
     "NumpyVectors",
     "PendingChunk",
+    "PostingsLexical",
+    "PostingsState",
     "Reconciled",
     "RunRecord",
     "RunSummary",
@@ -61,6 +67,7 @@ __all__ = [
     "VectorIndex",
     "VectorItem",
     "Visibility",
+    "chunk_tokens",
     "connect",
     "embed_text_for",
     "versions",

@@ -47,6 +47,7 @@ import numpy as np
 from ..errors import ConfigError
 from .ann_files import FORMAT, AnnFiles, AnnStamp, ann_folder
 from .db import Db, batches, chunk_ids_of
+from .derived import Registry
 from .memory import Delegating
 from .protocols import DocumentStore, Reconciled, Space, Visibility
 from .vectors import SqliteVectors
@@ -115,26 +116,7 @@ class _Graph:
         self.masks: OrderedDict[tuple[object, ...], tuple[np.ndarray, int]] = OrderedDict()
 
 
-class _Registry:
-    """The process's graphs, by (index identity, space, vector type)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.graphs: dict[tuple[str, str, str], _Graph] = {}
-        self.opening: dict[tuple[str, str, str], threading.Lock] = {}
-
-    def turn(self, key: tuple[str, str, str]) -> threading.Lock:
-        with self.lock:
-            return self.opening.setdefault(key, threading.Lock())
-
-    def forget(self, identity: str) -> None:
-        """Drop the graphs of one index file from memory (the next query opens its saved files)."""
-        with self.lock:
-            for key in [key for key in self.graphs if key[0] == identity]:
-                del self.graphs[key]
-
-
-GRAPHS = _Registry()
+GRAPHS: Registry[_Graph] = Registry()  # the process's graphs, by (index identity, space, vector type)
 
 
 class UsearchVectors(Delegating):
@@ -169,19 +151,13 @@ class UsearchVectors(Delegating):
         """The space's graph caught up to the store's write generation (opened, or rebuilt, once
         per process); ``save`` writes it when the file is not current."""
         key = (self.db.identity(), space.name, self.dtype)
-        found = GRAPHS.graphs.get(key)
-        if found is None or found.generation != self.documents.generation() or save:
-            with GRAPHS.turn(key):
-                found = GRAPHS.graphs.get(key)
-                if found is None:
-                    found = self._open(space)
-                    with GRAPHS.lock:
-                        GRAPHS.graphs[key] = found
-                with found.lock:
-                    self._catch_up(found, space)
-                    if save or not found.saved or found.unsaved > SAVE_SHARE * max(len(found.keys), 1):
-                        self._save(found, space)
-        return found
+
+        def bring_up(graph: _Graph) -> None:
+            self._catch_up(graph, space)
+            if save or not graph.saved or graph.unsaved > SAVE_SHARE * max(len(graph.keys), 1):
+                self._save(graph, space)
+
+        return GRAPHS.current(key, self.documents.generation(), lambda: self._open(space), bring_up, save)
 
     def _open(self, space: Space) -> _Graph:
         """The saved graph when it belongs to this index and space, else an empty one."""
@@ -286,9 +262,8 @@ class UsearchVectors(Delegating):
             self.dtype,
             graph.generation,
             len(graph.keys),
-            "",
         )
-        files.save(stamp, graph.index.save, graph.keys, graph.stamps)
+        files.save_graph(stamp, graph.index.save, graph.keys, graph.stamps)
         graph.saved, graph.unsaved = True, 0
 
     # -- reads ---------------------------------------------------------------------------------

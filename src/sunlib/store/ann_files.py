@@ -1,33 +1,32 @@
-"""The ANN engine's files: derived data beside the SQLite file, saved so that no crash can tear them.
+"""The ANN engine's files: one space's HNSW graph, saved beside the SQLite file (store/derived.py).
 
 One space's graph lives in the index folder, in a directory named after the SQLite file
 (``sunlib.ann/`` beside ``sunlib.db``), as three files::
 
-    sunlib.ann/<vec_table>.json               the stamp: which save is current, what it was built from
-    sunlib.ann/<vec_table>-<token>.usearch    the HNSW graph (usearch's own format)
-    sunlib.ann/<vec_table>-<token>.keys.npy   its keys (chunk rowids), each vector's write generation
+    sunlib.ann/<vec_table>.<type>.json               the stamp: which save is current, what it was built from
+    sunlib.ann/<vec_table>.<type>-<token>.usearch    the HNSW graph (usearch's own format)
+    sunlib.ann/<vec_table>.<type>-<token>.keys.npy   its keys (chunk rowids), each vector's write generation
 
-A save writes the two data files under a fresh token, then replaces the JSON stamp by a rename
-(temp file + ``os.replace``): a SIGKILL at any moment leaves either the old stamp with its files
-or the new one with its files, plus at worst some unreferenced files that the next save removes.
-A stamp that does not match the SQLite file (another ``index_uuid``, space, dimension or vector
-type), or whose files are missing or unreadable, is not used: the graph is rebuilt from SQLite's
-vectors. A stamp older than the store's write generation is caught up incrementally.
+Saves are atomic (store/derived.py). A stamp that does not match the SQLite file (another
+``index_uuid``, space, dimension or vector type), or whose files are missing or of another size,
+is not used: the graph is rebuilt from SQLite's vectors. A stamp older than the store's write
+generation is caught up incrementally.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-FORMAT = 1  # the layout above; a stamp of another format is rebuilt
+from .derived import DerivedFiles, array_writer, derived_folder, open_array
+
+# The layout above; a stamp of another format is rebuilt. 2: the stamp lists its files
+# (store/derived.py) instead of naming the graph's size alone.
+FORMAT = 2
+GRAPH, KEYS = "usearch", "keys.npy"
 
 
 @dataclass(frozen=True)
@@ -41,8 +40,11 @@ class AnnStamp:
     dtype: str  # usearch's scalar kind: "f32", "f16" or "i8"
     generation: int  # the store's write generation the graph was caught up to
     vectors: int
-    token: str  # names the data files of this save
-    graph_bytes: int = 0  # the graph file's size: a shorter file is damaged
+    token: str = ""  # names the data files of this save (set by the save)
+    graph_bytes: int = 0  # the graph file's size (set by the save)
+
+
+STAMPED = [f.name for f in fields(AnnStamp) if f.name not in ("token", "graph_bytes")]
 
 
 @dataclass(frozen=True)
@@ -55,108 +57,48 @@ class Loaded:
     stamps: np.ndarray  # int64, aligned with keys: the generation each vector was written at
 
 
-class AnnFiles:
+class AnnFiles(DerivedFiles):
     """The files of one space's graph in an index file's ANN directory."""
 
     def __init__(self, folder: Path, table: str) -> None:
-        self.folder = folder
+        super().__init__(folder, table)
         self.table = table
 
-    @property
-    def stamp_path(self) -> Path:
-        return self.folder / f"{self.table}.json"
-
     def graph_path(self, token: str) -> Path:
-        return self.folder / f"{self.table}-{token}.usearch"
+        return self.path(token, GRAPH)
 
     def keys_path(self, token: str) -> Path:
-        return self.folder / f"{self.table}-{token}.keys.npy"
+        return self.path(token, KEYS)
 
     def read_stamp(self) -> AnnStamp | None:
         """The current stamp, or None when there is none or it cannot be read."""
+        saved = self.read()
+        if saved is None or GRAPH not in saved.sizes:
+            return None
         try:
-            raw = json.loads(self.stamp_path.read_text(encoding="utf-8"))
-            return AnnStamp(**raw)
-        except (OSError, ValueError, TypeError):
+            known = {name: saved.fields[name] for name in STAMPED}
+            return AnnStamp(**known, token=saved.token, graph_bytes=saved.sizes[GRAPH])
+        except (KeyError, TypeError):
             return None
 
-    def load(self) -> Loaded | None:
+    def load(self) -> Loaded | None:  # type: ignore[override]
         """The current save, or None when it is missing or damaged (the caller rebuilds)."""
-        stamp = self.read_stamp()
-        if stamp is None or stamp.format != FORMAT:
+        saved, stamp = super().load(), self.read_stamp()
+        if saved is None or stamp is None or stamp.format != FORMAT or KEYS not in saved.paths:
             return None
-        graph = self.graph_path(stamp.token)
-        try:
-            pairs = np.load(self.keys_path(stamp.token), allow_pickle=False)
-        except (OSError, ValueError):
+        pairs = open_array(saved.paths[KEYS], mmap=False)
+        if pairs is None or pairs.ndim != 2 or pairs.shape != (2, stamp.vectors):
             return None
-        try:
-            size = graph.stat().st_size
-        except OSError:
-            return None
-        if pairs.ndim != 2 or pairs.shape != (2, stamp.vectors) or size != stamp.graph_bytes:
-            return None
-        return Loaded(stamp, graph, pairs[0].astype(np.int64), pairs[1].astype(np.int64))
+        return Loaded(stamp, saved.paths[GRAPH], pairs[0].astype(np.int64), pairs[1].astype(np.int64))
 
-    def save(self, stamp: AnnStamp, write_graph: Any, keys: np.ndarray, stamps: np.ndarray) -> None:
-        """Write a new save (``write_graph(path)`` writes the graph) and make it current atomically,
-        then remove the files of older saves."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        token = secrets.token_hex(6)
-        graph = self.graph_path(token)
-        write_graph(str(graph))
-        _fsync(graph)
-        stamp = AnnStamp(**{**asdict(stamp), "token": token, "graph_bytes": graph.stat().st_size})
-        with open(self.keys_path(token), "wb") as fh:
-            np.save(fh, np.stack([keys.astype(np.int64), stamps.astype(np.int64)]), allow_pickle=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        temp = self.folder / f".{self.table}.{token}.json.tmp"
-        with open(temp, "w", encoding="utf-8") as fh:
-            json.dump(asdict(stamp), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temp, self.stamp_path)
-        _fsync_dir(self.folder)
-        self.remove_unreferenced(keep=token)
-
-    def remove_unreferenced(self, keep: str | None) -> int:
-        """Remove this space's data files of any save but ``keep`` (and leftover temp files)."""
-        removed = 0
-        for path in self.folder.glob(f"{self.table}-*"):
-            if keep is None or not path.name.startswith(f"{self.table}-{keep}."):
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                    removed += 1
-        for path in self.folder.glob(f".{self.table}.*.json.tmp"):
-            with contextlib.suppress(OSError):
-                path.unlink()
-                removed += 1
-        return removed
-
-    def remove_all(self) -> None:
-        self.remove_unreferenced(keep=None)
-        with contextlib.suppress(OSError):
-            self.stamp_path.unlink()
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not every file system lets a directory be synced
-        _fsync(folder)
+    def save_graph(self, stamp: AnnStamp, write_graph: Any, keys: np.ndarray, stamps: np.ndarray) -> None:
+        """Write a new save (``write_graph(path)`` writes the graph) and make it current atomically."""
+        pairs = np.stack([keys.astype(np.int64), stamps.astype(np.int64)])
+        known = {name: value for name, value in asdict(stamp).items() if name in STAMPED}
+        self.save(known, {GRAPH: lambda path: write_graph(str(path)), KEYS: array_writer(pairs)})
 
 
 def ann_folder(db_path: Path | str) -> Path | None:
     """The ANN directory of an index file (None for an in-memory database): ``sunlib.ann`` beside
     ``sunlib.db``, so two index files in one folder never share graphs."""
-    if str(db_path) == ":memory:":
-        return None
-    path = Path(db_path).resolve()
-    return path.with_name(path.stem + ".ann")
+    return derived_folder(db_path, "ann")

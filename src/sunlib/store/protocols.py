@@ -36,7 +36,7 @@ import numpy as np
 
 from ..contracts import Chunk, Note, SearchFilters
 from ..ingest.ids import sha256_hex
-from ..text.tokens import SCRIPTS
+from ..text.tokens import SCRIPTS, fts_tokens
 
 
 @dataclass(frozen=True)
@@ -272,6 +272,13 @@ def embed_text_for(title: str, heading_path: Sequence[str], text: str) -> str:
         path = path[1:]
     context = " / ".join([title, *path]) if title or path else ""
     return f"{context}\n{text}" if context else text
+
+
+def chunk_tokens(title: str, heading_path: Sequence[str], text: str) -> list[str]:
+    """A chunk's full-text tokens: what the indexer writes to FTS5 (``upsert_note``'s
+    ``fts_tokens``) and what every derived lexical index (the postings, Qdrant's sparse vectors)
+    re-tokenises the stored chunk into, so they can never drift from FTS5."""
+    return fts_tokens(embed_text_for(title, heading_path, text))
 
 
 @runtime_checkable

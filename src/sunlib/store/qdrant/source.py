@@ -11,9 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...text.tokens import fts_tokens
 from ..db import Db, batches
-from ..protocols import Visibility, embed_text_for
+from ..protocols import Visibility, chunk_tokens
 from .points import ChunkSource
 
 _SOURCE_SQL = (
@@ -34,7 +33,7 @@ def _source(r: Sequence[Any], tokens: Mapping[str, Sequence[str]] | None) -> Chu
     elif known is not None:
         toks = tuple(known)
     else:
-        toks = tuple(fts_tokens(embed_text_for(r[12], heading_path, r[5])))
+        toks = tuple(chunk_tokens(r[12], heading_path, r[5]))
     return ChunkSource(
         chunk_id=str(r[0]),
         stamp=int(r[1]),
@@ -64,7 +63,7 @@ def chunk_sources(
     with_tokens: bool = True,
 ) -> list[ChunkSource]:
     """Chunks with their note's filter fields (all of them, or some by id), in note then reading
-    order. Tokens are the indexer's (``text.fts_tokens`` of the embedded text: what FTS5 got),
+    order. Tokens are the indexer's (``protocols.chunk_tokens``: what FTS5 got),
     taken from ``tokens`` when given, else computed again from the stored text; none at all
     without ``with_tokens``."""
     given = (tokens or {}) if with_tokens else None
