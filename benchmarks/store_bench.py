@@ -25,10 +25,12 @@ It also measures what BM25 with the statistics of the visible chunks costs (docs
 And the postings engine (store/postings.py) beside FTS5 on the same index in the same run: its
 build (tokenise every chunk, save), open, arrays and files, BM25 for a caller who sees every
 chunk and for one who sees 1% (rankings and scores asserted equal to FTS5's), and the BM25 and
-hybrid routes through sunlib's search with either engine (numpy dense engine for both).
+hybrid routes through sunlib's search with either engine (numpy dense engine for both; with
+``--reuse``, ``--dense`` names it).
 
     python benchmarks/store_bench.py --sizes 100000 --keep /tmp/kept   # keep the vault and index
     python benchmarks/store_bench.py --sizes 100000 --reuse /tmp/kept  # the postings figures on it again
+    python benchmarks/store_bench.py --sizes 1000000 --reuse /tmp/kept --dense usearch-f16  # with the kept graph
 """
 
 from __future__ import annotations
@@ -240,13 +242,13 @@ def bm25_cost(lib: Library, queries: list[str]) -> dict[str, float]:
     return {**out, "bm25_stats_ms": stats_ms, "bm25_ratio_p50": out["bm25_visible_p50"] / out["bm25_fts5_p50"]}
 
 
-def postings_cost(lib: Library, queries: list[str], qvecs: np.ndarray) -> dict[str, float]:
+def postings_cost(lib: Library, queries: list[str], qvecs: np.ndarray, dense: str = "numpy") -> dict[str, float]:
     """The postings engine beside FTS5 on one opened index: build (from scratch: tokenise every
     chunk, build, save), open from its files, size, and BM25 latency for a caller who sees every
     chunk and for one who sees 1% (rankings asserted equal, scores to 1e-9), then the BM25 and
-    hybrid routes through sunlib's search with each engine (the numpy dense engine for both)."""
+    hybrid routes through sunlib's search with each engine (the ``dense`` engine for both)."""
     shutil.rmtree(postings_folder(lib.db_path) or "", ignore_errors=True)
-    stores = {name: SqliteStore(lib.db_path, "numpy", name) for name in ("fts5", "postings")}
+    stores = {name: SqliteStore(lib.db_path, dense, name) for name in ("fts5", "postings")}
     engine = stores["postings"].lexical
     assert isinstance(engine, PostingsLexical)
     POSTINGS.forget(stores["postings"].db.identity())
@@ -291,8 +293,9 @@ def postings_cost(lib: Library, queries: list[str], qvecs: np.ndarray) -> dict[s
     return out
 
 
-def reuse(folder: Path, sizes: list[int], vocab: list[str]) -> list[dict[str, float]]:
-    """The postings figures on the indexes a run kept with ``--keep`` (``folder/<size>``)."""
+def reuse(folder: Path, sizes: list[int], vocab: list[str], dense: str = "numpy") -> list[dict[str, float]]:
+    """The postings figures on the indexes a run kept with ``--keep`` (``folder/<size>``); the hybrid
+    route with the ``dense`` engine (an HNSW engine reads the graph the kept run saved)."""
     found = []
     for n in sizes:
         kept = folder / str(n)
@@ -300,19 +303,19 @@ def reuse(folder: Path, sizes: list[int], vocab: list[str]) -> list[dict[str, fl
         rng = random.Random(n)
         queries = [" ".join(rng.choices(vocab[:3000], k=rng.randint(2, 6))) for _ in range(QUERIES)]
         result = {"chunks": float(lib.store.counts().chunks)}
-        result.update(postings_cost(lib, queries, synthetic_vectors(QUERIES, seed=1)))
+        result.update(postings_cost(lib, queries, synthetic_vectors(QUERIES, seed=1), dense))
         lib.close()
         found.append(result)
     return found
 
 
-def render_postings(results: list[dict[str, float]]) -> str:
+def render_postings(results: list[dict[str, float]], dense: str = "numpy") -> str:
     lines = [
         POSTINGS_BEGIN,
         f"The postings engine beside FTS5 on the same index and queries ({QUERIES}, pool {POOL}, 1 thread, same run;"
         " chunk ids and order asserted equal, scores to 1e-9). BM25 in ms p50 / p95; *all* = a caller who sees every"
         " chunk (FTS5's own bm25()), *1%* = one who sees 1% of the notes (visible statistics); routes through"
-        " sunlib's search (numpy dense engine for both):",
+        f" sunlib's search (the {dense} dense engine for both):",
         "",
         "| chunks | build s | open s | arrays MB | files MB | BM25 all: FTS5 | postings | BM25 1%: FTS5 |"
         " postings | bm25 route: FTS5 | postings | hybrid route: FTS5 | postings |",
@@ -473,11 +476,12 @@ def main() -> None:
     ap.add_argument("--ann", nargs="*", default=ANN_ENGINES, help="HNSW engines to measure (none: skip)")
     ap.add_argument("--keep", type=Path, help="keep each size's vault and index in KEEP/<size> (not a temp folder)")
     ap.add_argument("--reuse", type=Path, help="measure the postings engine on the indexes a --keep run left in DIR")
+    ap.add_argument("--dense", default="numpy", help="with --reuse: the dense engine of the routes (e.g. usearch-f16)")
     args = ap.parse_args()
     rng = random.Random(42)
     vocab = vocabulary(rng)
     if args.reuse:
-        print(render_postings(reuse(args.reuse, args.sizes, vocab)))
+        print(render_postings(reuse(args.reuse, args.sizes, vocab, args.dense), args.dense))
         return
     if args.bm25_only:
         found = [bm25_only(n, rng, vocab) for n in args.sizes]

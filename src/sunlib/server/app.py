@@ -101,7 +101,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and (not (length.isascii() and length.isdecimal()) or int(length) > self.limit):
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
             await self._too_large(scope, receive, send)
             return
         seen = 0
