@@ -31,7 +31,6 @@ from ..config import AnswerSettings
 from ..contracts import BuiltContext, Evidence, Hit
 from ..providers import ChatModel
 from ..steps import Step
-from ..text.tokens import text_script
 from ..trace import StepRecorder, Tracer
 from .citations import Verification
 from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
@@ -63,10 +62,6 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     ("retrieve", "retrieved"): "select",
     ("retrieve", "cap"): "synthesize",
     ("select", "covered"): "next",
-    ("select", "covered_bilingual"): "complement",
-    ("complement", "query"): "retrieve",
-    ("select", "complement_joined"): "next",
-    ("select", "complement_dropped"): "next",
     ("select", "gap"): "follow_up",
     ("follow_up", "query"): "retrieve",
     ("follow_up", "exhausted"): "next",
@@ -110,7 +105,6 @@ class PartResult:
     selection: Selection | None  # None: never retrieved (a cap stopped the run first)
     covered: bool
     reason: str
-    other: Selection | None = None  # the other language's round, when its gate passed (joined in synthesis)
 
 
 @dataclass(frozen=True)
@@ -296,8 +290,8 @@ class AgenticLoop:
             asked += (query,)
             hits, sel = self._round(plan, query, n, hits, run)
             if sel.passed:
-                other = self._complement(plan, sel, n, run)
-                return PartResult(part, asked, sel, True, f"covered in round {n}", other)
+                run.move("select", "covered", f"part {part.index}: the gate passed (round {n})")
+                return PartResult(part, asked, sel, True, f"covered in round {n}")
             run.move("select", "gap", f"part {part.index}: {sel.reason or 'refused'}")
             query, why = next_query(plan, sel, asked) if n < run.caps.rounds else (None, "")
             if query is not None:
@@ -312,39 +306,6 @@ class AgenticLoop:
         reason = (sel.reason or "refused") if sel is not None else f"not retrieved: {why}"
         return PartResult(part, asked, sel, False, reason)
 
-    def _complement(self, plan: PartPlan, sel: Selection, n: int, run: _Run) -> Selection | None:
-        """The other language's round for a covered part. In a bilingual vault a fact is often
-        written in one language only (a default in the English reference, a detail in the Chinese
-        guide), and a part covered by notes in the question's language never looks at the others.
-        When its evidence is all in one script and a round is left, the part's other-language form
-        is retrieved among chunks in the other script and judged in that language; when that gate
-        passes too, its best passages join the part's context (``COMPLEMENT_KEPT``)."""
-        part, mine = plan.part, text_script(plan.part.text)
-        other = "other" if mine == "cjk" else "cjk"
-        covered = f"part {part.index}: the gate passed (round {n})"
-        if (
-            plan.variant is None
-            or n >= run.caps.rounds
-            or run.cap_hit() is not None
-            or any(text_script(r.hit.text) == other for r in sel.kept)
-        ):
-            run.move("select", "covered", covered)
-            return None
-        lang = "zh" if other == "cjk" else "en"
-        run.move("select", "covered_bilingual", f"{covered}; every passage is in one language")
-        run.move("complement", "query", f"part {part.index}: the {lang} form {plan.variant!r} among {lang} chunks")
-        side = dataclasses.replace(
-            plan,
-            part=dataclasses.replace(part, text=plan.variant),
-            scope=dataclasses.replace(plan.scope, script=other),
-        )
-        _, found = self._round(side, plan.variant, n + 1, (), run, label=f"{part.index} ({lang})", lang=lang)
-        if found.passed:
-            run.move("select", "complement_joined", f"part {part.index}: {lang} evidence joins the part")
-            return found
-        run.move("select", "complement_dropped", f"part {part.index}: {lang} evidence not used: {found.reason}")
-        return None
-
     def _retriever(self, k: int) -> RetrieveStage:
         """The retrieve stage asking for ``k`` candidates (the pipeline's own for the default k)."""
         if k not in self._retrievers:
@@ -354,22 +315,14 @@ class AgenticLoop:
         return self._retrievers[k]
 
     def _round(
-        self,
-        plan: PartPlan,
-        query: str,
-        n: int,
-        earlier: tuple[Hit, ...],
-        run: _Run,
-        label: str | None = None,
-        lang: str | None = None,
+        self, plan: PartPlan, query: str, n: int, earlier: tuple[Hit, ...], run: _Run
     ) -> tuple[tuple[Hit, ...], Selection]:
         """One retrieval round (a Round span): the query's hits, narrowed to the plan's scope and
-        joined to the part's earlier ones, reranked and judged against the sub-question itself
-        (in ``lang``, the question's language unless given). ``label`` names a complement round."""
+        joined to the part's earlier ones, reranked and judged against the sub-question itself."""
         run.iteration += 1
         run.retrievals += 1
         q, part = run.q, plan.part
-        part_q = Question(part.text, lang or q.lang, plan.filters, q.principals)
+        part_q = Question(part.text, q.lang, plan.filters, q.principals)
         with run.tracer.step(
             Step.ROUND, f"part {part.index}, round {n}: {query[:80]!r}", iteration=run.iteration
         ) as span:
@@ -386,7 +339,7 @@ class AgenticLoop:
             sel: Selection = board["selection"]
             scoped = f" ({len(kept)} in scope)" if plan.scope.narrows() and widened is None else ""
             run.move("retrieve", "retrieved", f"part {part.index}: {len(found.hits)} hits{scoped} for {query!r}")
-            _round_done(span, part, query, n, run.iteration, len(found.hits), sel, widened, label)
+            _round_done(span, part, query, n, run.iteration, len(found.hits), sel, widened)
         return hits, sel
 
     def _finish(self, analysis: Analysis, plan: Plan, rewrites: Rewrites, run: _Run) -> AgenticOutcome:
@@ -435,7 +388,7 @@ class AgenticLoop:
         for result in covered:
             assert result.selection is not None
             part_q = Question(result.part.text, run.q.lang, run.q.filters, run.q.principals, run.q.on_token)
-            board: dict[str, Any] = {"question": part_q, "selection": joined(result), "retrieved": None}
+            board: dict[str, Any] = {"question": part_q, "selection": result.selection, "retrieved": None}
             board["retrieved"] = Retrieved((), term_weights(self.retrieve.store, result.part.text, run.q.principals))
             run_stages((self.context, self.write), board, run.tracer)
             ctx: BuiltContext = board["context"]
@@ -455,21 +408,6 @@ class AgenticLoop:
         tokens = (sum(w.draft.tokens_in for w in good if w.draft), sum(w.draft.tokens_out for w in good if w.draft))
         draft = dataclasses.replace(first, text=text, tokens_in=tokens[0], tokens_out=tokens[1])
         return context, Written(draft, None, good[0].confidence_note)
-
-
-COMPLEMENT_KEPT = 2  # passages of a part's other-language round that join its context
-
-
-def joined(result: PartResult) -> Selection:
-    """A covered part's selection with the best passages of its other-language round appended
-    (after its own; their answer units are not added, so the extractive writer still quotes the
-    question's language, while an LLM writer and the verifier read both)."""
-    assert result.selection is not None
-    if result.other is None:
-        return result.selection
-    own = {r.hit.chunk_id for r in result.selection.kept}
-    extra = tuple(r for r in result.other.kept if r.hit.chunk_id not in own)[:COMPLEMENT_KEPT]
-    return dataclasses.replace(result.selection, kept=result.selection.kept + extra)
 
 
 def _caps_hit(plan: Plan, run: _Run) -> tuple[str, ...]:
@@ -492,17 +430,13 @@ def _round_done(
     found: int,
     sel: Selection,
     widened: str | None = None,
-    label: str | None = None,
 ) -> None:
-    """``label``: a complement round's sub-question label ("1 (zh)"), whose evidence is used only
-    when its gate passed (``joined``)."""
-    extra = {"complement": True, "joined": sel.passed} if label is not None else {}
     span.done(
-        f"part {label or part.index} round {n}: " + ("covered" if sel.passed else f"gap: {sel.reason}"),
+        f"part {part.index} round {n}: " + ("covered" if sel.passed else f"gap: {sel.reason}"),
         status="ok" if sel.passed else "warning",
         iteration=it,
         question=part.text,
-        sub_question=label or part.index,
+        sub_question=part.index,
         part_round=n,
         query=query,
         hits=found,
@@ -510,7 +444,6 @@ def _round_done(
         missing_terms=list(sel.missing_terms[:10]),
         missing_names=list(sel.missing_names),
         scope_note=widened,
-        **extra,
     )
 
 

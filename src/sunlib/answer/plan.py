@@ -96,7 +96,6 @@ class PartPlan:
     k: int  # candidates retrieved per round
     filters: SearchFilters | None
     scope: Scope
-    variant: str | None = None  # the other language's form (also in ``queries``); None when not bilingual
 
 
 @dataclass(frozen=True)
@@ -275,12 +274,13 @@ def strip_spans(text: str, spans: Sequence[str]) -> str:
     return out[:1].upper() + out[1:] if text[:1].isupper() else out
 
 
-def part_queries(text: str, scope: Scope, bilingual: bool) -> tuple[tuple[str, ...], str | None]:
-    """The sub-question, its keyword form, and (when the vault is bilingual) its other-language
-    form; and that form alone (None when there is none)."""
+def part_queries(text: str, scope: Scope, variant: bool) -> tuple[str, ...]:
+    """The sub-question, its keyword form, and (when the vault is bilingual) its other-language form."""
     base = strip_spans(text, scope.spans)
-    variant = other_language(base) if bilingual else None
-    return tuple(dict.fromkeys(f for f in (base, keyword_form(base), variant) if f)), variant
+    forms = [base, keyword_form(base)]
+    if variant:
+        forms.append(other_language(base))
+    return tuple(dict.fromkeys(f for f in forms if f))
 
 
 def routes_for(settings: Settings, bilingual: bool) -> tuple[str, ...]:
@@ -324,10 +324,15 @@ def rule_plan(
 ) -> Plan:
     bilingual = rewrites.variant is not None
     k = settings.answer.candidates * (2 if scope.narrows() else 1)
-    parts = []
-    for p in resolved(decomposition.parts):
-        queries, variant = part_queries(p.text, scope, bilingual)
-        parts.append(
-            PartPlan(p, queries, routes_for(settings, bilingual), min(k, 200), merged(caller, scope), scope, variant)
+    parts = tuple(
+        PartPlan(
+            p,
+            part_queries(p.text, scope, bilingual),
+            routes_for(settings, bilingual),
+            min(k, 200),
+            merged(caller, scope),
+            scope,
         )
-    return Plan(tuple(parts), "rules", decomposition.rule, decomposition.dropped)
+        for p in resolved(decomposition.parts)
+    )
+    return Plan(parts, "rules", decomposition.rule, decomposition.dropped)

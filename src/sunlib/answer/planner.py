@@ -135,12 +135,12 @@ class PlanStage(Stage[PlanIn, Plan]):
             named = scope_from(self.store, q.principals, q.filters, p.language, p.folder, p.tag, p.heading)
             own = named if (named.folders or named.tags or named.narrows()) else scope
             text = p.question.strip()
-            forms, variant = part_queries(text, own, bilingual)
-            queries = tuple(dict.fromkeys([*(x.strip() for x in p.queries), *forms]))
+            queries = tuple(dict.fromkeys([*(x.strip() for x in p.queries), *part_queries(text, own, bilingual)]))
             k = self.settings.answer.candidates * (2 if own.narrows() else 1)
             sub = SubQuestion(i, text, tuple(_names(text)))
-            routes = routes_for(self.settings, bilingual)
-            parts.append(PartPlan(sub, queries, routes, min(k, 200), merged(q.filters, own), own, variant))
+            parts.append(
+                PartPlan(sub, queries, routes_for(self.settings, bilingual), min(k, 200), merged(q.filters, own), own)
+            )
         return Plan(tuple(parts), "llm", "llm", 0)
 
 

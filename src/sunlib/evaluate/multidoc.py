@@ -2,9 +2,7 @@
 
 A run's **evidence** is read from its trace: the chunks each ``Selection/Refusal`` step kept
 (``selected``). A single-shot ask has one; an agentic run has one per round, nested in its
-``Round`` span, and a sub-question's evidence is its last round's selection (a covered part's
-other-language round, ``answer.agentic``, is a list of its own, counted only when it joined the
-part's context). The parts' lists
+``Round`` span, and a sub-question's evidence is its last round's selection. The parts' lists
 are interleaved (first of each part, then second, ...) and the first ``EVIDENCE_K`` distinct
 chunks are the evidence, so a part is not crowded out by another part's long list. A refused
 selection still counts: these metrics measure what retrieval and selection found, beside
@@ -86,8 +84,6 @@ def evidence_ids(trace: RunTrace, k: int = EVIDENCE_K) -> list[str]:
         if s.name != Step.SELECT or s.status == "skipped":
             continue
         r = rounds.get(s.parent_id or "")
-        if r is not None and r.details.get("complement") and not r.details.get("joined"):
-            continue  # an other-language round whose gate failed: the answer did not use it
         key = json.dumps(r.details.get("sub_question", r.iteration)) if r is not None else "single"
         per_part[key] = [str(c) for c in s.details.get("selected", [])]
     out: list[str] = []
