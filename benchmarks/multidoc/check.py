@@ -118,11 +118,16 @@ def check_set(jsonl: Path, root: Path, seen_ids: set, errors: list) -> Counter:
     return counts
 
 
-def main(argv):
+def main(argv, here=HERE, minimums=(24, 16)):
+    """Check ``here``'s two sets; ``minimums``: the least questions of each (benchmarks/multidoc_tune
+    calls this with its own folder and sizes)."""
     if len(argv) != 3:
         print(__doc__)
         return 2
-    sets = [(HERE / "sample_vault.jsonl", Path(argv[1]), 24), (HERE / "fastapi_docs.jsonl", Path(argv[2]), 16)]
+    sets = [
+        (here / "sample_vault.jsonl", Path(argv[1]), minimums[0]),
+        (here / "fastapi_docs.jsonl", Path(argv[2]), minimums[1]),
+    ]
     errors, seen = [], set()
     for jsonl, root, minimum in sets:
         if not root.is_dir():
