@@ -87,7 +87,7 @@ class IndexerLock:
             text = self.path.read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError):
             return None
-        return int(text) if text.isascii() and text.isdecimal() else None
+        return int(text) if text.isdigit() else None
 
     def _try(self) -> bool:
         if fcntl is None:
