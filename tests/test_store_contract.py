@@ -215,6 +215,20 @@ def test_delete_makes_a_chunk_pending_and_leaves_knn(store: Store) -> None:
     assert store.vectors.vectors_for(SPACE, [target]) == {}
 
 
+def test_fully_embedded_follows_every_write(store: Store, vault: Path) -> None:
+    """The answer may be kept between reads (it costs two counts), never past a write."""
+    assert store.vectors.fully_embedded(SPACE) and store.vectors.fully_embedded(SPACE)
+    target = chunk_of(store, "team/plan.md")
+    store.vectors.delete(SPACE, [target])
+    assert not store.vectors.fully_embedded(SPACE)
+    embed_by_hand(store.vectors, store)
+    assert store.vectors.fully_embedded(SPACE)
+    (vault / "sea" / "new.md").write_text("# New\n\nA new harbour note.\n", encoding="utf-8")
+    sync(store, vault)
+    with store.snapshot():
+        assert not store.vectors.fully_embedded(SPACE)
+
+
 def test_without_vectors_names_the_given_chunks_that_have_none(make: Callable[[str], Store], vault: Path) -> None:
     store = make("db")
     sync(store, vault)

@@ -65,6 +65,24 @@ def test_visible_set_is_the_acl_and_filter_sql_and_follows_writes(hash_library: 
     assert hash_library.search("brand new public note", mode="bm25", limit=1).hits[0].path == "fresh.md"
 
 
+def test_fully_embedded_sees_another_connections_write_and_not_its_own_rollback(hash_library: Library) -> None:
+    space, path = hash_library.space, hash_library.db_path
+    with SqliteStore(path) as reader, SqliteStore(path) as writer:
+        assert reader.vectors.fully_embedded(space)
+        rowid = writer.conn.execute("SELECT max(rowid) FROM chunks").fetchone()[0]
+        with pytest.raises(RuntimeError), writer.db.write():
+            writer.db.bump()
+            writer.conn.execute(f"DELETE FROM {space.vec_table} WHERE rowid=?", (rowid,))
+            assert not writer.vectors.fully_embedded(space)  # seen inside the write, not kept past it
+            raise RuntimeError("roll back")
+        with writer.db.write():
+            writer.db.bump()  # the generation the rolled-back write had, now with every vector in place
+        assert writer.vectors.fully_embedded(space)
+        chunk_id = writer.conn.execute("SELECT chunk_id FROM chunks WHERE id=?", (rowid,)).fetchone()[0]
+        writer.vectors.delete(space, [chunk_id])
+        assert not reader.vectors.fully_embedded(space)
+
+
 def test_versions_report_sqlite_and_sqlite_vec() -> None:
     info = versions(connect(":memory:"))
     major, minor = (int(x) for x in info["sqlite"].split(".")[:2])

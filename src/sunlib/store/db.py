@@ -113,6 +113,7 @@ class Db:
         self.path = path
         self.conn = open_connection(path)
         self._visible: OrderedDict[tuple[object, ...], str] = OrderedDict()
+        self._writes = 0  # open write() blocks: while one is open, reads may see writes not yet committed
 
     def close(self) -> None:
         self.conn.close()
@@ -138,21 +139,30 @@ class Db:
         backoff; then it is StoreBusy, with nothing written. Nested, it is a savepoint of the outer
         transaction. Commits on success, rolls back on error."""
         with translated():
-            if not self.conn.getautocommit():
-                with self.conn:
+            self._writes += 1
+            try:
+                if not self.conn.getautocommit():
+                    with self.conn:
+                        yield
+                    return
+                self._begin_immediate()
+                try:
                     yield
-                return
-            self._begin_immediate()
-            try:
-                yield
-            except BaseException:
-                self._rollback()
-                raise
-            try:
-                self.conn.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
+                except BaseException:
+                    self._rollback()
+                    raise
+                try:
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    self._rollback()
+                    raise
+            finally:
+                self._writes -= 1
+
+    @property
+    def writing(self) -> bool:
+        """True inside ``write``: what is read now may still be rolled back."""
+        return self._writes > 0
 
     def _begin_immediate(self) -> None:
         for pause in (*WRITE_RETRY_PAUSES, None):
