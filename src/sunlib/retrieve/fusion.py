@@ -42,9 +42,10 @@ Ties are broken deterministically: best single-route rank, then the key.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import fmean, pstdev
+from statistics import fmean
 
 from ..contracts import RouteScore
 from ..errors import ConfigError
@@ -147,6 +148,12 @@ def _best_rank(f: Fused) -> int:
     return min(ranks) if ranks else 1 << 30
 
 
+def _pstdev(scores: list[float], mean: float) -> float:
+    """The population standard deviation in floats (``statistics.pstdev`` is exact, in fractions,
+    and took 0.7 ms of a hybrid query)."""
+    return math.sqrt(math.fsum((s - mean) ** 2 for s in scores) / len(scores))
+
+
 def _normaliser(method: str, scores: list[float], k: int) -> Callable[[int, float], float]:
     if method == "rrf":
         return lambda rank, score: 1.0 / (k + rank)
@@ -154,7 +161,7 @@ def _normaliser(method: str, scores: list[float], k: int) -> Callable[[int, floa
         return lambda rank, score: 0.0
     if method == "zscore":
         mean = fmean(scores)
-        std = pstdev(scores) or 1.0
+        std = _pstdev(scores, mean) or 1.0
         return lambda rank, score: (score - mean) / std
     lo, hi = min(scores), max(scores)
     span = (hi - lo) or 1.0

@@ -113,6 +113,7 @@ class Db:
         self.path = path
         self.conn = open_connection(path)
         self._visible: OrderedDict[tuple[object, ...], str] = OrderedDict()
+        self._resolved: str | None = None  # the file's resolved path (identity), found once
         self._writes = 0  # open write() blocks: while one is open, reads may see writes not yet committed
 
     def close(self) -> None:
@@ -209,7 +210,9 @@ class Db:
         """A value that names this index file across connections (and changes if it is recreated)."""
         if str(self.path) == ":memory:":
             return f":memory:{id(self)}"
-        return f"{Path(self.path).resolve()}#{self.get_meta('index_uuid', '')}"
+        if self._resolved is None:
+            self._resolved = str(Path(self.path).resolve())
+        return f"{self._resolved}#{self.get_meta('index_uuid', '')}"
 
     def visible_table(self, visibility: Visibility) -> str:
         """A TEMP table of the visible chunk rowids, built by visible_sql() and reused until the
