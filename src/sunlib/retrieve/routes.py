@@ -126,9 +126,12 @@ class DenseRoute:
 
     def unscored(self, chunk_ids: Sequence[str]) -> set[str]:
         """The chunks without a vector in the space yet: a lookup of these ids only (never a
-        count over the index), so it costs the same however large the vault is."""
+        count over the index), so it costs the same however large the vault is; none when every
+        chunk has one (the coverage check the route made, kept until the next write)."""
         if self.space is None:
             return set(chunk_ids)
+        if self.vectors.fully_embedded(self.space):
+            return set()
         return self.vectors.without_vectors(self.space, chunk_ids)
 
     def _missing_vectors(self, space: Space, visibility: Visibility, tracer: Tracer) -> int | None:
