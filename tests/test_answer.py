@@ -9,7 +9,7 @@ import pytest
 
 from conftest import e5_spaces, load_saved_vectors, waiting_chunks
 from sunlib import Library
-from sunlib.answer.citations import claims, verify
+from sunlib.answer.citations import ATTRIBUTION_THRESHOLD, claims, verify
 from sunlib.answer.context import Budget, build_context
 from sunlib.answer.router import RuleRouter, language
 from sunlib.contracts import Evidence
@@ -131,6 +131,29 @@ def test_verifier_checks_each_claim_against_what_it_cites() -> None:
     assert {c.chunk_id for c in result.citations} == {"chk_a", "chk_b"}
     # refs written after the full stop belong to that sentence
     assert claims("Vectors are stored per space. [ref:chk_b] Next.")[0] == ("Vectors are stored per space.", ["chk_b"])
+
+
+def test_a_claim_citing_nothing_is_attributed_only_to_a_passage_that_nearly_quotes_it() -> None:
+    evidence = [
+        _ev("chk_a", "The gate refuses questions whose evidence score is below the calibrated threshold."),
+        _ev("chk_b", "Vectors are stored in one sqlite-vec table per embedding space."),
+    ]
+    answer = (
+        "Vectors are stored in one sqlite-vec table per embedding space. "  # a quote of chk_b, no marker
+        "The gate refuses weak questions and logs every decision to a file.\n\n"  # half of chk_a's terms
+        "Vectors are stored per embedding space [ref:chk_a]."  # cites the wrong passage
+    )
+    result = verify(answer, evidence)
+    assert [(s.supported, s.attributed, s.refs) for s in result.sentences] == [
+        (True, True, ("chk_b",)),
+        (False, False, ()),  # 0.45 would pass a cited claim; an attributed one needs 0.7
+        (False, False, ("chk_a",)),  # a wrong citation is not moved to the right passage
+    ]
+    assert result.sentences[0].threshold == ATTRIBUTION_THRESHOLD
+    assert result.text.startswith("Vectors are stored in one sqlite-vec table per embedding space. [ref:chk_b] The")
+    assert claims(result.text)[0] == ("Vectors are stored in one sqlite-vec table per embedding space.", ["chk_b"])
+    assert {c.chunk_id for c in result.citations} == {"chk_b"}
+    assert verify("The gate refuses questions below the threshold [ref:chk_a].", evidence).text == ""  # no change
 
 
 def test_context_is_budgeted_grouped_and_fenced() -> None:

@@ -211,18 +211,46 @@ def test_refs_outside_the_context_are_rejected(server: ChatServer, open_lib: Cal
     result = lib.ask(QUESTION)
 
     frame = result.frame
-    assert frame.refused is False  # one sentence is supported
-    assert [s.supported for s in frame.sentences] == [True, False, False, False]
-    assert frame.unsupported == 3
+    assert frame.refused is False
+    assert [s.supported for s in frame.sentences] == [True, False, True, False]
+    assert frame.unsupported == 2
+    # the otter sentence cites a chunk outside the context, and no passage of the context says it
     assert frame.sentences[1].rejected_refs == (otter.chunk_id,) and frame.sentences[1].refs == ()
-    assert frame.sentences[2].rejected_refs == (FAKE_ID,) and frame.sentences[2].refs == ()
+    # an invented ref: the sentence quotes the quokka passage, so it is attributed to that one
+    quokka = frame.sentences[0].refs[0]
+    assert frame.sentences[2].rejected_refs == (FAKE_ID,) and frame.sentences[2].refs == (quokka,)
+    assert frame.sentences[2].attributed and not frame.sentences[0].attributed
+    assert f"lantern parade [ref:{FAKE_ID}]. [ref:{quokka}]" in frame.answer
     # a ref to a context chunk does not make an invented sentence true
     assert frame.sentences[3].refs != () and frame.sentences[3].overlap < frame.sentences[3].threshold
-    assert {c.chunk_id for c in frame.citations} == {frame.sentences[0].refs[0]}
+    assert {c.chunk_id for c in frame.citations} == {quokka}
     verifier = step(result, Step.VERIFY)
     assert verifier.status == "warning"
     assert verifier.details["rejected_refs"] == [otter.chunk_id, FAKE_ID]
-    assert "1 supported, 3 unsupported" in verifier.output_summary and "2 refs rejected" in verifier.output_summary
+    assert "2 supported, 2 unsupported" in verifier.output_summary and "2 refs rejected" in verifier.output_summary
+
+
+def test_a_quote_without_markers_is_attributed_and_cited(
+    server: ChatServer, open_lib: Callable[..., Library], vault: Path
+) -> None:
+    """Small local models often copy the evidence and forget the markers: the verifier finds the
+    passage each such sentence quotes and cites it; what no passage says stays unsupported."""
+    server.writer.reply = lambda body: f"{QUOKKA_SENTENCE}\n\nThe festival is cancelled forever."
+    result = open_lib().ask(QUESTION)
+
+    (body,) = server.bodies("writer")
+    cited = quokka_chunk(body)
+    frame = result.frame
+    assert frame.refused is False
+    assert [(s.supported, s.attributed, s.refs) for s in frame.sentences] == [
+        (True, True, (cited,)),
+        (False, False, ()),
+    ]
+    assert frame.answer == f"{QUOKKA_SENTENCE} [ref:{cited}]\n\nThe festival is cancelled forever."
+    (citation,) = frame.citations
+    note = (vault / QUOKKA_PATH).read_text(encoding="utf-8")
+    assert citation.chunk_id == cited and note[citation.start : citation.end] == QUOKKA_SENTENCE
+    assert step(result, Step.VERIFY).details["sentences"][0]["attributed"] is True
 
 
 def test_no_supported_sentence_is_refused(server: ChatServer, open_lib: Callable[..., Library]) -> None:

@@ -324,6 +324,7 @@ class AnswerSentence:
     overlap: float  # share of the sentence's terms found in the cited span(s)
     threshold: float
     rejected_refs: tuple[str, ...] = ()  # refs to chunks that were not in the context
+    attributed: bool = False  # it cited nothing; the verifier found the passage it quotes (citations.py)
 
 
 @dataclass(frozen=True)

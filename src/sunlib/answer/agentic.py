@@ -385,6 +385,7 @@ class AgenticLoop:
         drafts: list[Written] = []
         evidence: dict[str, Evidence] = {}
         texts: list[str] = []
+        fences: list[str] = []
         for result in covered:
             assert result.selection is not None
             part_q = Question(result.part.text, run.q.lang, run.q.filters, run.q.principals, run.q.on_token)
@@ -396,8 +397,11 @@ class AgenticLoop:
                 evidence.setdefault(e.chunk_id, e)
             drafts.append(board["written"])
             texts.append(ctx.text)
+            fences.append(ctx.fence)
         union = tuple(dataclasses.replace(e, source=i) for i, e in enumerate(evidence.values(), 1))
-        context = BuiltContext(union, "\n\n".join(texts), sum(e.end - e.start for e in union) // 4, "")
+        # the parts' fences, one per line: a draft holding any of them echoes a prompt (VerifyStage)
+        fence = "\n".join(dict.fromkeys(f for f in fences if f))
+        context = BuiltContext(union, "\n\n".join(texts), sum(e.end - e.start for e in union) // 4, fence)
         good = [w for w in drafts if w.draft is not None]
         run.move("synthesize", "written", f"{len(good)} of {len(drafts)} part draft(s) written")
         if not good:

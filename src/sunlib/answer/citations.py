@@ -1,11 +1,22 @@
 """Cite and verify: parse ``[ref:chunk_id]``, check each claim against what it cites.
 
 A claim is a sentence that ends with refs, together with any sentences before it in
-the same paragraph that carry none (a paragraph cited once at its end). At most two
-refs count per claim (seed 002 phase 6); a ref to a chunk that was not in the
-context is rejected. A claim is supported when the share of its terms found in the
-cited chunks reaches 0.55 for a short claim (< 50 characters) or 0.45 for a longer
-one. Claims with no content terms ("Yes.") are not counted either way.
+the same paragraph that carry none (a paragraph cited once at its end); a sentence
+after the paragraph's last ref is a claim of its own. At most two refs count per claim
+(seed 002 phase 6); a ref to a chunk that was not in the context is rejected. A claim
+is supported when the share of its terms found in the cited chunks reaches 0.55 for a
+short claim (< 50 characters) or 0.45 for a longer one. Claims with no content terms
+("Yes.") are not counted either way.
+
+A claim that cites no chunk of the context (small local models often quote the evidence
+and forget the markers) is **attributed**: it is supported by the one passage of the
+context that holds the largest share of its terms, when that share reaches
+``ATTRIBUTION_THRESHOLD`` (0.7: stricter than for a cited claim, since the best of several
+passages is taken), and the marker of that passage is written after it in the answer
+(``Verification.text``), flagged ``attributed`` in its sentence. A claim that cites a
+wrong chunk is not re-attributed: it stays unsupported. A draft that holds the run's fence
+line echoes the prompt rather than answering it, and nothing in it is attributed
+(``answer.stages.VerifyStage``).
 
 A chunk says what its note text says *and* what that text shows once rendered
 (``text.render``): writers quote the rendered form (``See Note > Setup``, not
@@ -34,6 +45,7 @@ MAX_REFS = 2
 SHORT_CLAIM_CHARS = 50
 SHORT_THRESHOLD = 0.55
 LONG_THRESHOLD = 0.45
+ATTRIBUTION_THRESHOLD = 0.7
 _REFS_AFTER_END = re.compile(r"([.!?。！？；]+)(\s*)((?:\[ref:[^\]\n]{1,80}\]\s*)+)")
 
 
@@ -44,34 +56,53 @@ class Verification:
     supported: int
     unsupported: int
     rejected_refs: tuple[str, ...]
+    text: str = ""  # the answer with the markers of attributed claims written in ("": none were)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    text: str  # without markers
+    refs: list[str]
+    para: int  # its paragraph (index into the paragraphs ``_claims`` returns)
+    end: int  # where its last sentence ends in that paragraph (an attributed marker goes there)
+
+
+def _claims(answer: str) -> tuple[list[str], list[_Claim]]:
+    """The answer's paragraphs (refs after a sentence's end moved before it) and its claims."""
+    paras: list[str] = []
+    out: list[_Claim] = []
+    for i, para in enumerate(re.split(r"\n\s*\n", answer)):
+        para = _REFS_AFTER_END.sub(lambda m: f"{m.group(3).strip()}{m.group(1)}{m.group(2) or ' '}", para)
+        paras.append(para)
+        pending: list[tuple[str, int]] = []
+        for s, e in sentence_spans(para):
+            sentence = para[s:e]
+            refs = REF.findall(sentence)
+            pending.append((strip_refs(sentence), s + len(sentence.rstrip())))
+            if refs:
+                out.append(_Claim(" ".join(t for t, _ in pending), list(dict.fromkeys(refs)), i, pending[-1][1]))
+                pending = []
+        out.extend(_Claim(text, [], i, end) for text, end in pending)  # after the last ref: one claim each
+    return paras, [c for c in out if c.text]
 
 
 def claims(answer: str) -> list[tuple[str, list[str]]]:
     """(claim text without markers, refs in order) for every claim of the answer."""
-    out: list[tuple[str, list[str]]] = []
-    for para in re.split(r"\n\s*\n", answer):
-        para = _REFS_AFTER_END.sub(lambda m: f"{m.group(3).strip()}{m.group(1)}{m.group(2) or ' '}", para)
-        pending: list[str] = []
-        for s, e in sentence_spans(para):
-            sentence = para[s:e]
-            refs = REF.findall(sentence)
-            pending.append(strip_refs(sentence))
-            if refs:
-                out.append((" ".join(pending), list(dict.fromkeys(refs))))
-                pending = []
-        if pending:
-            out.append((" ".join(pending), []))
-    return [(text, refs) for text, refs in out if text]
+    return [(c.text, c.refs) for c in _claims(answer)[1]]
 
 
-def verify(answer: str, evidence: Sequence[Evidence]) -> Verification:
+def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True) -> Verification:
+    """``attribute``: attribute the claims that cite nothing (see the module docstring)."""
     by_id = {ev.chunk_id: ev for ev in evidence}
     tokens = {ev.chunk_id: evidence_tokens(ev.text) for ev in evidence}
     sentences: list[AnswerSentence] = []
     spans: dict[str, tuple[int, int]] = {}
     rejected_all: list[str] = []
+    marks: list[tuple[int, int, str]] = []  # (paragraph, offset, chunk id) of attributed claims
     supported = unsupported = 0
-    for text, refs in claims(answer):
+    paras, found = _claims(answer)
+    for claim in found:
+        text, refs = claim.text, claim.refs
         terms = content_terms(text)
         valid = [r for r in refs if r in by_id][:MAX_REFS]
         rejected = tuple(r for r in refs if r not in by_id)
@@ -81,19 +112,45 @@ def verify(answer: str, evidence: Sequence[Evidence]) -> Verification:
             sentences.append(AnswerSentence(text, tuple(valid), bool(valid), 1.0, threshold, rejected))
             continue
         weights = TermWeights(dict.fromkeys(terms, 1.0))
+        attributed = False
+        if attribute and not valid:
+            best = _attribute(weights, tokens)
+            if best is not None:
+                valid, threshold, attributed = [best], ATTRIBUTION_THRESHOLD, True
+                marks.append((claim.para, claim.end, best))
         cited = set().union(*(tokens[r] for r in valid)) if valid else set()
         overlap, _ = weights.coverage(cited)
         ok = bool(valid) and overlap >= threshold
         supported += ok
         unsupported += not ok
-        sentences.append(AnswerSentence(text, tuple(valid), ok, round(overlap, 3), threshold, rejected))
+        sentences.append(AnswerSentence(text, tuple(valid), ok, round(overlap, 3), threshold, rejected, attributed))
         if ok:
             for ref in valid:
                 s, e = _best_span(by_id[ref].text, weights)
                 old = spans.get(ref)
                 spans[ref] = (min(s, old[0]), max(e, old[1])) if old else (s, e)
     citations = tuple(_citation(by_id[ref], s, e) for ref, (s, e) in spans.items())
-    return Verification(tuple(sentences), citations, supported, unsupported, tuple(dict.fromkeys(rejected_all)))
+    text = _marked(paras, marks) if marks else ""
+    return Verification(tuple(sentences), citations, supported, unsupported, tuple(dict.fromkeys(rejected_all)), text)
+
+
+def _attribute(weights: TermWeights, tokens: Mapping[str, set[str]]) -> str | None:
+    """The context passage that holds the largest share of a claim's terms, when that share
+    reaches ``ATTRIBUTION_THRESHOLD`` (the first such passage on a tie)."""
+    best, share = None, ATTRIBUTION_THRESHOLD
+    for chunk_id, held in tokens.items():
+        got, _ = weights.coverage(held)
+        if got > share or (best is None and got >= share):
+            best, share = chunk_id, got
+    return best
+
+
+def _marked(paras: list[str], marks: Sequence[tuple[int, int, str]]) -> str:
+    """The paragraphs with ``[ref:...]`` written after each attributed claim, joined again."""
+    out = list(paras)
+    for para, end, chunk_id in sorted(marks, reverse=True):  # from the end, so offsets hold
+        out[para] = f"{out[para][:end]} [ref:{chunk_id}]{out[para][end:]}"
+    return "\n\n".join(out)
 
 
 def evidence_tokens(text: str) -> set[str]:

@@ -231,7 +231,7 @@ class Asker:
         gaps = [NOT_COVERED[q.lang].format(part=p.part.text, reason=p.reason) for p in o.uncovered]
         return AnswerFrame(
             question=q.text,
-            answer="\n\n".join([written.draft.text, *gaps]),
+            answer="\n\n".join([checked.text or written.draft.text, *gaps]),
             evidence=context.evidence,
             citations=checked.citations,
             refused=False,
@@ -281,7 +281,7 @@ class Asker:
         notes = {c.note_id: self.store.note_by_id(c.note_id) for c in checked.citations}
         return AnswerFrame(
             question=q.text,
-            answer=written.draft.text,
+            answer=checked.text or written.draft.text,
             evidence=context.evidence,
             citations=checked.citations,
             refused=False,

@@ -495,7 +495,8 @@ class VerifyStage(Stage[VerifyIn, Verification]):
         draft = inp.written.draft
         assert draft is not None  # a failed write halts the run before this stage
         with tracer.step(Step.VERIFY, f"{len(draft.text)} characters") as step:
-            checked = verify(draft.text, inp.context.evidence)
+            echo = any(f in draft.text for f in inp.context.fence.split("\n") if f)  # the prompt's fence lines
+            checked = verify(draft.text, inp.context.evidence, attribute=not echo)
             step.done(
                 f"{checked.supported} supported, {checked.unsupported} unsupported, "
                 f"{len(checked.citations)} citations"

@@ -200,6 +200,7 @@ class SentenceOut(Out):
     overlap: float
     threshold: float
     rejected_refs: list[str]
+    attributed: bool = Field(False, description="it cited nothing; the verifier found the passage it quotes")
 
 
 class RefusalOut(Out):
