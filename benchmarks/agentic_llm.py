@@ -3,13 +3,14 @@
     python benchmarks/agentic_llm.py --gguf /work/llm-bench/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \\
         --server-python /work/llm-bench/venv/bin/python --limit 10 --report /tmp/agentic_llm.json
 
-Starts `python -m llama_cpp.server` (one thread, `nice -n 10`, 127.0.0.1 only) on the GGUF, waits for it,
-then asks a QA set (default: benchmarks/multidoc/sample_vault.jsonl over the bundled sample vault) through
-`sunlib`'s real pipeline with the `openai` writer pointed at it: `[answer] planner = "llm"` (the model's
-JSON plan, validated; a bad one falls back to the rules) and the answerability judge off by default (one
-call fewer per part on a slow CPU). Prints the model, how many plans the model made and how many fell
-back, and the metrics of `sunlib eval rag` for the chosen mode; the target is an unsupported-claim rate
-(claims the citation verifier did not support, over all claims of answered questions) of at most 0.02.
+Starts `python -m llama_cpp.server` on the GGUF (one thread, 127.0.0.1 only: `serve` of
+benchmarks/llm_judge.py), waits for it, then asks a QA set (default: benchmarks/multidoc/sample_vault.jsonl
+over the bundled sample vault) through `sunlib`'s real pipeline with the `openai` writer pointed at it:
+`[answer] planner = "llm"` (the model's JSON plan, validated; a bad one falls back to the rules) and the
+answerability judge off by default (one call fewer per part on a slow CPU). Prints the model, how many
+plans the model made and how many fell back, and the metrics of `sunlib eval rag` for the chosen mode;
+the target is an unsupported-claim rate (claims the citation verifier did not support, over all claims of
+answered questions) of at most 0.02.
 Not part of the default tests: a 1.5B model on one core writes a few tokens a second.
 """
 
@@ -18,10 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
+import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,33 +30,8 @@ from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.steps import Step
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(python: str, gguf: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    cmd = ["nice", "-n", "10", python, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1"]
-    cmd += ["--port", str(port), "--n_threads", "1", "--n_ctx", "4096"]
-    return subprocess.Popen(
-        cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, "OMP_NUM_THREADS": "1"}
-    )
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], seconds: float = 300.0) -> str:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"llama_cpp.server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
-                return str(json.loads(r.read())["data"][0]["id"])
-        except OSError:
-            time.sleep(1.0)
-    raise SystemExit("llama_cpp.server did not answer in time")
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from llm_judge import free_port, serve  # noqa: E402  (benchmarks/llm_judge.py, beside this script)
 
 
 def plans(rows: list[dict[str, Any]], lib: Library) -> dict[str, int]:
@@ -89,9 +64,9 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"agentic_llm_server_{port}.log"
-    proc = start_server(args.server_python, args.gguf, port, log)
+    model = args.gguf.stem
+    proc = serve(Path(args.server_python), args.gguf, port, log, alias=model)
     try:
-        model = wait_ready(url, proc)
         cases = load_qa(args.qa)
         cases = cases[: args.limit] if args.limit else cases
         llm = {"base_url": url, "model": model, "timeout_s": 900, "max_retries": 0, "n_threads": 1}

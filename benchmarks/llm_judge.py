@@ -195,9 +195,10 @@ def free_port() -> int:
         return port
 
 
-def serve(python: Path, gguf: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+def serve(python: Path, gguf: Path, port: int, log_path: Path, alias: str = MODEL_ALIAS) -> subprocess.Popen[bytes]:
+    """``python -m llama_cpp.server`` on the GGUF (one thread, loopback), once it answers."""
     command = [
-        str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_ALIAS,
+        str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", alias,
         "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1",
         "--n_ctx", "4096",
     ]  # fmt: skip
