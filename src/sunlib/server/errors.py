@@ -4,7 +4,8 @@ sunlib's exceptions map to statuses in one place (``status_of``): the caller's m
 400 (``NotFound``: 404; ``StoreReadOnly``, a write asked of a read-only replica: 409), a
 failing provider 502 (503 without its key), and the store's failures 507 when the disk is full
 (``StoreFull``) and 503 otherwise (``StoreBusy``, ``StoreCorrupt``, any other index error): the
-request may succeed later, once space is freed, the writer is done or the index is repaired. ``error`` is the exception's ``code`` (``store_full``, ``store_busy``, ...).
+request may succeed later, once space is freed, the writer is done or the index is repaired.
+``error`` is the exception's ``code`` (``store_full``, ``store_busy``, ...).
 """
 
 from __future__ import annotations
