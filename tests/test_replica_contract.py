@@ -21,6 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from sunlib.contracts import SearchFilters
+from sunlib.store import Store, Visibility
 from test_store_contract import (  # the contract's read tests, collected here against the replica
     EVERYONE,
     NOTES,
@@ -42,11 +45,8 @@ from test_store_contract import (  # the contract's read tests, collected here a
     write_vault,
 )
 
-from sunlib.contracts import SearchFilters
-from sunlib.store import Store, Visibility
-
 pytest.importorskip("qdrant_client", reason="the Qdrant backend needs qdrant-client (pip install -e '.[dev]')")
-from sunlib.store.qdrant import Location, QdrantReplica, QdrantStore  # noqa: E402
+from sunlib.store.qdrant import Location, QdrantReplica, QdrantStore
 
 CONTRACT_READS = (
     test_a_closer_restricted_vector_never_crowds_out_a_visible_one,
