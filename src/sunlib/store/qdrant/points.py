@@ -119,6 +119,14 @@ NOTE_FIELDS: dict[str, models.PayloadSchemaType] = {
 }
 
 
+def exact(value: float) -> str:
+    """A float as payload text that reads back to the same bits. Payload numbers go through the
+    engine's JSON, which qdrant-edge parses to the nearest double only approximately (a last-bit
+    drift seen on timestamps), so the values a read returns are kept as text; the numbers that
+    filters compare (``mtime``) stay numbers."""
+    return repr(float(value))
+
+
 def note_point_id(note_id: str) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, "note:" + note_id))
 
@@ -132,8 +140,9 @@ def note_payload(note: NoteSource) -> dict[str, Any]:
         "links": list(note.links),
         "content_hash": note.content_hash,
         "mtime": note.mtime,
+        "mtime_exact": exact(note.mtime),
         "chunker": note.chunker,
-        "indexed_at": note.indexed_at,
+        "indexed_at": exact(note.indexed_at),
         "acl": list(note.acl),
         "tags": list(note.tags),
         "chunk_ids": list(note.chunk_ids),

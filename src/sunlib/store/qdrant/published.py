@@ -56,7 +56,7 @@ def notes_ledger(shared: Shared, prefix: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for p in scroll_all(shared, notes_collection(prefix), ["note_id", "indexed_at"]):
         payload = p.payload or {}
-        out[str(payload.get("note_id"))] = float(payload.get("indexed_at", -1.0))
+        out[str(payload.get("note_id"))] = float(payload.get("indexed_at", "-1"))
     return out
 
 

@@ -254,7 +254,7 @@ class QdrantReplica:
             _json(p["metadata"]),
             tuple(p.get("links") or ()),
             str(p["content_hash"]),
-            float(p["mtime"]),
+            float(p["mtime_exact"]),
             tuple(p.get("acl") or ()),
             float(p["indexed_at"]),
         )
@@ -284,13 +284,17 @@ class QdrantReplica:
             must.append(folder_condition(folder or ""))
         if tag:
             must.append(is_value("tags", tag.lstrip("#").lower()))
-        found = sorted(self._notes(_where(*must), ["note_id", "path", "title", "metadata", "mtime"]), key=_by_path)
+        found = sorted(
+            self._notes(_where(*must), ["note_id", "path", "title", "metadata", "mtime_exact"]), key=_by_path
+        )
         notes = []
         for p in found[offset : offset + limit]:
             meta = _json(p["metadata"])
             tags = meta.get("tags", []) if isinstance(meta, dict) else []
             notes.append(
-                NoteSummary(str(p["note_id"]), str(p["path"]), str(p["title"]), tuple(tags), meta, float(p["mtime"]))
+                NoteSummary(
+                    str(p["note_id"]), str(p["path"]), str(p["title"]), tuple(tags), meta, float(p["mtime_exact"])
+                )
             )
         return notes, len(found)
 
@@ -486,11 +490,13 @@ class QdrantReplica:
         self.close()
 
 
-_STATE = ["note_id", "path", "content_hash", "mtime", "chunker"]
+_STATE = ["note_id", "path", "content_hash", "mtime_exact", "chunker"]
 
 
 def _state(p: Mapping[str, Any]) -> NoteState:
-    return NoteState(str(p["note_id"]), str(p["path"]), str(p["content_hash"]), float(p["mtime"]), str(p["chunker"]))
+    return NoteState(
+        str(p["note_id"]), str(p["path"]), str(p["content_hash"]), float(p["mtime_exact"]), str(p["chunker"])
+    )
 
 
 def _by_path(p: Mapping[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Runs and conversations in Qdrant: what read-only replicas write, so each reads the others'.
 
-``<prefix>_runs`` holds one point per saved run (its summary fields, and its frame and trace as
-the JSON text the ask pipeline wrote); ``<prefix>_turns`` one point per conversation turn (the
+``<prefix>_runs`` holds one point per saved run (its summary fields, its times as exact text
+(``points.exact``), and its frame and trace as the JSON text the ask pipeline wrote); ``<prefix>_turns`` one point per conversation turn (the
 conversation id, the run, what was said, the standalone question, when). Both are payloads only
 (``client.UNUSED_VECTOR``).
 
@@ -32,7 +32,7 @@ from qdrant_client import models
 
 from ..protocols import ConversationRecord, ConversationSummary, ConversationTurn, RunRecord, RunSummary
 from .client import Shared, ensure_collection, retrieve, scroll_all, upsert_points
-from .points import POINT_NAMESPACE, is_value
+from .points import POINT_NAMESPACE, exact, is_value
 
 _KEYWORD = models.PayloadSchemaType.KEYWORD
 RUN_FIELDS = {"run_id": _KEYWORD, "kind": _KEYWORD}
@@ -95,11 +95,11 @@ class QdrantRuns:
         payload = {
             "run_id": run.run_id,
             "kind": run.kind,
-            "created_at": run.created_at,
+            "created_at": exact(run.created_at),
             "principals": sorted(set(run.principals)),
             "question": run.question,
             "refused": bool(run.refused),
-            "total_ms": run.total_ms,
+            "total_ms": exact(run.total_ms),
             "frame": json.dumps(run.frame, ensure_ascii=False),
             "trace": json.dumps(run.trace, ensure_ascii=False),
         }
@@ -139,7 +139,7 @@ class QdrantRuns:
             "run_id": run_id,
             "said": said,
             "standalone": standalone,
-            "at": at,
+            "at": exact(at),
             "written": time.time_ns(),
         }
         upsert_points(self.shared, self.turns, [models.PointStruct(id=turn_id, vector={}, payload=payload)])
