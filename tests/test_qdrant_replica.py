@@ -68,9 +68,16 @@ class Deployment:
     primary: Library
     replicas: list[Library] = dataclasses.field(default_factory=list)
 
+    @property
+    def empty_vault(self) -> Path:
+        """What a replica host has of the vault: nothing (its notes are read from Qdrant)."""
+        folder = self.root / "replica-vault"
+        folder.mkdir(exist_ok=True)
+        return folder
+
     def replica(self, name: str = "replica") -> Library:
         lib = Library.open(
-            self.vault,
+            self.empty_vault,
             embedding={"provider": "hash"},
             store={**self.store, "replica": True},
             index_dir=str(self.root / name),
@@ -240,12 +247,12 @@ def test_note_writes_on_a_replica_fail_with_a_clear_error(deployment: Deployment
 
     # the CLI: one line, a non-zero exit; search and doctor work
     env = deployment.env()
-    r = sunlib("index", str(deployment.vault), "--json", env=env)
+    r = sunlib("index", str(deployment.empty_vault), "--json", env=env)
     assert r.returncode != 0 and "replicas do not index" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
-    r = sunlib("search", "empty ACL public", "--vault", str(deployment.vault), "--json", "-n", "3", env=env)
+    r = sunlib("search", "empty ACL public", "--vault", str(deployment.empty_vault), "--json", "-n", "3", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["results"][0]["path"] == "guide/search/filters-and-acl.md"
-    r = sunlib("doctor", "--vault", str(deployment.vault), "--json", env=env)
+    r = sunlib("doctor", "--vault", str(deployment.empty_vault), "--json", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     doctor = json.loads(r.stdout)
     assert doctor["generation"] == deployment.primary.store.generation() and doctor["problems"] == []
@@ -258,11 +265,14 @@ def test_note_writes_on_a_replica_fail_with_a_clear_error(deployment: Deployment
     created = api.post("/api/notes", json={"path": "new/from-replica.md", "content": "# New\n\nhello\n"})
     assert created.status_code == 409, created.text
     assert created.json()["error"] == "read_only" and "replica" in created.json()["message"]
-    assert not (deployment.vault / "new" / "from-replica.md").exists()
-    before = (deployment.vault / "index.md").read_bytes()
     patched = api.request("PATCH", f"/api/notes/{states['index.md'].note_id}", json={"content": "# Gone\n"})
     assert patched.status_code == 409 and patched.json()["error"] == "read_only", patched.text
-    assert (deployment.vault / "index.md").read_bytes() == before
+    assert list(deployment.empty_vault.iterdir()) == []  # nothing written where the replica runs
+    note_id = states["index.md"].note_id
+    read = api.get(f"/api/notes/{note_id}")  # a read: the record and its chunks; no file here, so no text
+    assert read.status_code == 200 and read.json()["in_sync"] is False and read.json()["chunks"], read.text
+    listed = [n["path"] for n in api.get("/api/notes", params={"folder": "guide"}).json()["notes"]]
+    assert listed == [n.path for n in deployment.primary.store.list_notes(("public",), folder="guide")[0]] != []
     searched = api.post("/api/search", json={"query": "empty ACL public", "mode": "bm25"})
     assert searched.status_code == 200 and searched.json()["results"], searched.text
 
