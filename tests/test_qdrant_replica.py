@@ -28,6 +28,7 @@ from conftest import SAMPLE_VAULT
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.errors import ConfigError, StoreReadOnly
+from sunlib.indexing import sync_paths
 from sunlib.server import create_app
 from sunlib.store import RunRecord, Space, VectorItem, Visibility
 
@@ -202,6 +203,19 @@ def test_the_replica_follows_the_indexing_hosts_writes_without_reopening(deploym
     for mode in ("bm25", "dense"):
         ours = hits(replica, mode, ("public", "ops"), SearchFilters())
         assert same_hits(ours, hits(deployment.primary, mode, ("public", "ops"), SearchFilters()))
+
+    # the watcher's way (and the notes API's): one path synced, no reconcile after it
+    primary, moved = deployment.primary, store.generation()
+    quick = "getting-started/quick-tour.md"
+    quick_id = store.note_states()[quick].note_id
+    (deployment.vault / quick).unlink()
+    _edit(deployment.vault, "index.md", "sunlib", "sunlib quasarwhale")
+    with primary.write_lock:
+        sync_paths(primary.store, deployment.vault, primary.settings.index, [quick, "index.md"])
+    assert store.generation() > moved
+    assert quick not in store.note_states() and store.note_by_id(quick_id) is None
+    assert store.note_states() == primary.store.note_states()
+    assert {h.path for h in replica.search("quasarwhale", mode="bm25", principals=("public",)).hits} == {"index.md"}
 
 
 def test_runs_and_conversations_saved_through_one_replica_are_read_through_another(deployment: Deployment) -> None:
