@@ -156,6 +156,12 @@ def test_a_replica_without_the_sqlite_file_answers_as_the_indexing_host(deployme
                 seen_any = seen_any or bool(found)
                 seen_restricted = seen_restricted or any(p.startswith("internal/") for _, _, p, _ in found)
     assert seen_any and seen_restricted  # the comparisons were not all empty
+    # the chunk rows a citation and a context window are made of (tags in the note's own order)
+    everything = ("public", "ops", "team")
+    ids = [h.chunk_id for q in QUERIES for h in deployment.primary.search(q, mode="bm25", principals=everything).hits]
+    assert replica.store.chunks_by_ids(ids) == deployment.primary.store.chunks_by_ids(ids)
+    assert any(len(row.tags) > 1 for row in replica.store.chunks_by_ids(ids))
+    assert [replica.store.neighbours(c, 2) for c in ids] == [deployment.primary.store.neighbours(c, 2) for c in ids]
     assert not (deployment.root / "replica" / "sunlib.db").exists()  # the replica never made one
 
 

@@ -105,7 +105,7 @@ class NoteSource:
     chunker: str
     indexed_at: float
     acl: tuple[str, ...]  # in the order stored
-    tags: tuple[str, ...]  # in the order stored
+    tags: tuple[str, ...]  # in the order SQLite returns them (its index orders them by tag)
     chunk_ids: tuple[str, ...]  # in reading order
 
 

@@ -53,7 +53,7 @@ def _source(r: Sequence[Any], tokens: Mapping[str, Sequence[str]] | None) -> Chu
         title=str(r[12]),
         mtime=float(r[13]),
         acl=tuple(sorted(json.loads(r[14]))),
-        tags=tuple(json.loads(r[15])),  # in the order stored, as the chunk rows give them
+        tags=tuple(sorted(json.loads(r[15]))),
         meta=tuple(sorted((str(k), str(v)) for k, v in json.loads(r[16]))),
         tokens=toks,
     )
