@@ -1,9 +1,9 @@
 """Runs and conversations in Qdrant: what read-only replicas write, so each reads the others'.
 
 ``<prefix>_runs`` holds one point per saved run (its summary fields, its times as exact text
-(``points.exact``), and its frame and trace as the JSON text the ask pipeline wrote); ``<prefix>_turns`` one point per conversation turn (the
-conversation id, the run, what was said, the standalone question, when). Both are payloads only
-(``client.UNUSED_VECTOR``).
+(``points.exact``), and its frame and trace as the JSON text the ask pipeline wrote);
+``<prefix>_turns`` one point per conversation turn (the conversation id, the run, what was said,
+the standalone question, when). Both are payloads only (``client.UNUSED_VECTOR``).
 
 The reading rules are those of the SQLite store (``documents._RUN_READABLE``,
 ``conversations._READABLE``), applied here in Python to what Qdrant returns:
