@@ -272,6 +272,9 @@ def test_note_writes_on_a_replica_fail_with_a_clear_error(deployment: Deployment
     r = sunlib("search", "empty ACL public", "--vault", str(deployment.empty_vault), "--json", "-n", "3", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["results"][0]["path"] == "guide/search/filters-and-acl.md"
+    r = sunlib("status", "--vault", str(deployment.empty_vault), "--json", env=env)
+    status = json.loads(r.stdout)
+    assert r.returncode == 0 and "read-only replica" in status["index"] and status["counts"]["notes"] == len(states)
     r = sunlib("doctor", "--vault", str(deployment.empty_vault), "--json", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     doctor = json.loads(r.stdout)

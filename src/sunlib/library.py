@@ -405,13 +405,21 @@ class Library:
             "stored": stored,
         }
 
+    def _where(self) -> str:
+        """Where the index is: its SQLite file, or for a replica the Qdrant collections it reads."""
+        store = self._settings.store
+        if store.replica:
+            at = store.url or store.path or str(self.index_dir / "qdrant")
+            return f"read-only replica of the Qdrant collections {store.collection!r} at {at}"
+        return str(self.db_path)
+
     def status(self) -> dict[str, Any]:
         store = self.store
         active = self.space
         pending, total = store.vectors.count_pending(active)
         return {
             "vault": str(self.vault),
-            "index": str(self.db_path),
+            "index": self._where(),
             "counts": dataclasses.asdict(store.counts()),
             "chunker": store.get_meta("chunker"),
             "active_space": active.name,
