@@ -25,6 +25,7 @@ import pytest
 
 from clients import Api, sunlib
 from conftest import SAMPLE_VAULT
+from store_helpers import drop_qdrant_prefix
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.errors import ConfigError, StoreReadOnly
@@ -114,6 +115,8 @@ def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Deplo
     for lib in d.replicas:
         lib.close()
     primary.close()
+    if "url" in store:
+        drop_qdrant_prefix(store["url"], prefix)
 
 
 def hits(lib: Library, mode: str, principals: tuple[str, ...], filters: SearchFilters) -> list[list[Any]]:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from store_helpers import drop_qdrant_prefix
 from sunlib.contracts import SearchFilters
 from sunlib.store import Store, Visibility
 from test_store_contract import (  # the contract's read tests, collected here against the replica
@@ -111,6 +112,9 @@ class Cluster:
     def close(self) -> None:
         for store in reversed(self.opened):
             store.close()
+        if self.location.url:
+            for name in {s.prefix for s in self.opened}:
+                drop_qdrant_prefix(self.location.url, name)
 
 
 @pytest.fixture(params=sorted(ENGINES))

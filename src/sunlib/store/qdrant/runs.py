@@ -40,6 +40,14 @@ TURN_FIELDS = {"conversation_id": _KEYWORD, "run_id": _KEYWORD}
 _SUMMARY = ["run_id", "kind", "created_at", "principals", "question", "refused", "total_ms"]
 
 
+def ensure_runs(shared: Shared, prefix: str) -> tuple[str, str]:
+    """The runs and turns collections of a prefix (created unless they exist)."""
+    runs, turns = f"{prefix}_runs", f"{prefix}_turns"
+    ensure_collection(shared, runs, indexes=RUN_FIELDS)
+    ensure_collection(shared, turns, indexes=TURN_FIELDS)
+    return runs, turns
+
+
 def run_point_id(run_id: str) -> str:
     return str(uuid.uuid5(POINT_NAMESPACE, "run:" + run_id))
 
@@ -85,9 +93,7 @@ class QdrantRuns:
 
     def __init__(self, shared: Shared, prefix: str) -> None:
         self.shared = shared
-        self.runs, self.turns = f"{prefix}_runs", f"{prefix}_turns"
-        ensure_collection(shared, self.runs, indexes=RUN_FIELDS)
-        ensure_collection(shared, self.turns, indexes=TURN_FIELDS)
+        self.runs, self.turns = ensure_runs(shared, prefix)
 
     # -- runs ----------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from ..sqlite import SqliteStore
 from .client import Location, Shared, acquire, ensure_collection, release
 from .lexical import QdrantLexical
 from .published import delete_notes, ensure_published, notes_ledger, write_meta, write_notes
+from .runs import ensure_runs
 from .source import (
     SqliteView,
     cached_count,
@@ -78,6 +79,7 @@ class QdrantStore(SqliteStore):
             extra_keywords=["terms"],
         )
         ensure_published(self.shared, self.prefix)
+        ensure_runs(self.shared, self.prefix)  # the replicas' runs: made here, so replicas do not race to make them
         self._depth = 0
         self._outbox: dict[str, Sequence[str] | None] = {}  # chunk id -> tokens (None: delete it)
         self._notes: set[str] = set()  # note ids written or deleted since the last flush
