@@ -24,7 +24,7 @@ import pytest
 
 from store_helpers import drop_qdrant_prefix
 from sunlib.contracts import SearchFilters
-from sunlib.store import Store, Visibility
+from sunlib.store import DocumentStore, Store, Visibility
 from test_store_contract import (  # the contract's read tests, collected here against the replica
     EVERYONE,
     NOTES,
@@ -183,6 +183,7 @@ def _reads(s: Store, principals: tuple[str, ...]) -> dict[str, object]:
 
 
 def test_every_document_read_matches_the_indexing_host(primary: QdrantStore, store: Store) -> None:
+    assert isinstance(store, DocumentStore) and isinstance(store, QdrantReplica)
     assert store.note_states() == primary.note_states() and len(store.note_states()) == len(NOTES)
     assert store.iter_notes() == primary.iter_notes()
     assert store.counts() == primary.counts()
