@@ -18,7 +18,10 @@ the calibrations; ``published.py``). A replica opens that cluster with no SQLite
 
 What the collections hold is what a replica answers from: a write in flight on the indexing
 host (the chunk points written, the note or the meta not yet) can be seen half done for that
-moment; the next published generation, and the indexer's reconcile after a crash, end it.
+moment; the next published generation, and the indexer's reconcile after a crash, end it. A
+change the indexer committed to SQLite but could not send (a crash, Qdrant not answering) is not
+seen here, an ACL change included, until that reconcile: the indexing host filters such points
+out by their stamps against SQLite, a replica has only the collections to compare with.
 """
 
 from __future__ import annotations
