@@ -5,6 +5,8 @@ DocumentStore / VectorIndex protocols through these helpers."""
 
 from __future__ import annotations
 
+import os
+
 from sunlib.store import DocumentStore, Space, Store, embed_text_for
 
 
@@ -43,3 +45,16 @@ def embed_texts(store: DocumentStore) -> set[str]:
 def paths_with_vectors(store: Store, space: Space) -> set[str]:
     embedded = embedded_chunk_ids(store, space)
     return {path for path, ids in chunk_ids_by_path(store).items() if embedded & set(ids)}
+
+
+def drop_qdrant_prefix(url: str, prefix: str) -> None:
+    """Delete a live server's collections named ``<prefix>_*`` (what a test made there)."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(url=url, api_key=os.environ.get("QDRANT_API_KEY") or None, check_compatibility=False)
+    try:
+        for c in client.get_collections().collections:
+            if c.name.startswith(prefix + "_"):
+                client.delete_collection(c.name)
+    finally:
+        client.close()

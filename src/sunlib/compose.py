@@ -19,24 +19,36 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from .config import StoreSettings
 from .errors import UserError
 from .store import SqliteStore
+
+if TYPE_CHECKING:
+    from .store.qdrant.replica import QdrantReplica
+
+    # What a Library reads and writes through: the SQLite file (with Qdrant indexes beside it, or
+    # not), or a read-only replica on the Qdrant collections alone.
+    IndexStore: TypeAlias = SqliteStore | QdrantReplica
 
 T = TypeVar("T")
 
 
 def open_store(
     path: Path, dense_engine: str, backend: StoreSettings | None = None, lexical_engine: str = "fts5"
-) -> SqliteStore:
+) -> IndexStore:
     """The one place that opens the index for a Library (a connection of its own).
 
     Connections with the numpy engine share one in-memory matrix per index, space and
     write generation (``store.memory.SHARED``) instead of loading a copy each. With
     ``[store] backend = "qdrant"`` the SQLite file holds the notes and chunks and Qdrant
-    the lexical and vector indexes (``store.qdrant``)."""
+    the lexical and vector indexes (``store.qdrant``); with ``replica = true`` too, there is no
+    SQLite file: a read-only replica answers from the Qdrant collections alone."""
+    if backend is not None and backend.replica:
+        from .store.qdrant import open_qdrant_replica
+
+        return open_qdrant_replica(path, backend)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -62,9 +74,9 @@ class ThreadStores:
         self.path, self.dense_engine, self.backend = path, dense_engine, backend
         self.lexical_engine = lexical_engine
         self._lock = threading.Lock()
-        self._open: dict[int, tuple[threading.Thread, SqliteStore]] = {}
+        self._open: dict[int, tuple[threading.Thread, IndexStore]] = {}
 
-    def current(self) -> SqliteStore:
+    def current(self) -> IndexStore:
         thread = threading.current_thread()
         entry = self._open.get(thread.ident or 0)
         if entry is not None and entry[0] is thread:

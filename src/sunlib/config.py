@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -269,7 +269,11 @@ class StoreSettings(BaseModel):
     served in this process by ``local``: "qdrant-edge" (Qdrant's engine in-process) or
     "qdrant-client" (its local mode: exact search in Python, one commit per point; ":memory:"
     keeps nothing). ``collection``
-    prefixes the collection names (empty: one derived from the index file's id)."""
+    prefixes the collection names (empty: one derived from the index file's id).
+
+    ``replica = true``: a read-only replica that answers from the Qdrant collections alone, with no
+    SQLite file (``store.qdrant.replica``); it needs ``backend = "qdrant"`` and the indexing
+    host's ``collection`` prefix named explicitly (a replica has no index file to derive it from)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -279,6 +283,18 @@ class StoreSettings(BaseModel):
     local: Literal["qdrant-edge", "qdrant-client"] = "qdrant-edge"
     collection: str = Field("", pattern=r"^[A-Za-z0-9_-]*$")
     api_key_env: str = "QDRANT_API_KEY"  # the environment variable holding the server's API key, if any
+    replica: bool = False
+
+    @model_validator(mode="after")
+    def _replica_needs_qdrant(self) -> StoreSettings:
+        if self.replica and self.backend != "qdrant":
+            raise ValueError('[store] replica = true needs backend = "qdrant" (a replica reads the Qdrant collections)')
+        if self.replica and not self.collection:
+            raise ValueError(
+                "[store] replica = true needs the indexing host's collection prefix in [store] collection"
+                " (a replica has no index file to derive it from)"
+            )
+        return self
 
 
 class McpSettings(BaseModel):

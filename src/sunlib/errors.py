@@ -6,8 +6,9 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
     SunlibError
     ├── UserError            the caller's mistake: bad option, bad path, bad query filter
     │   ├── NotFound         no such thing the caller may read (a conversation id); HTTP 404
-    │   └── ConfigError      an invalid setting in sunlib.toml or SUNLIB_* env
-    │       └── UnsupportedCapability  a chat model was asked for JSON mode or tools it lacks
+    │   ├── ConfigError      an invalid setting in sunlib.toml or SUNLIB_* env
+    │   │   └── UnsupportedCapability  a chat model was asked for JSON mode or tools it lacks
+    │   └── StoreReadOnly    a write (a note, an index run) asked of a read-only replica; HTTP 409
     ├── IndexError_          the index is missing, from a newer version, or unusable
     │   └── StoreError       the store failed underneath (raised at the store boundary only)
     │       ├── StoreFull    the disk or the database file is full (HTTP 507)
@@ -44,6 +45,12 @@ class ConfigError(UserError):
 
 class UnsupportedCapability(ConfigError):
     code = "unsupported_capability"
+
+
+class StoreReadOnly(UserError):
+    """A note write or an index run asked of a read-only replica (``[store] replica = true``)."""
+
+    code = "read_only"
 
 
 class IndexError_(SunlibError):

@@ -132,6 +132,9 @@ class FreshRead:
     settings: IndexSettings
     lock: threading.RLock
     freshness: Freshness
+    # False on a read-only replica: its notes' files are on the indexing host, whose watcher and
+    # indexer keep the collections in step with them; there is nothing here to compare with.
+    check: bool = True
 
 
 def fresh_read(ctx: FreshRead, read: Callable[[], T], paths_of: Callable[[T], Sequence[str]]) -> tuple[T, set[str]]:
@@ -139,6 +142,8 @@ def fresh_read(ctx: FreshRead, read: Callable[[], T], paths_of: Callable[[T], Se
 
     Returns the result and the paths to withhold from it (gone, or still stale after a sync)."""
     result = read()
+    if not ctx.check:
+        return result, set()
     stale = ctx.freshness.check(ctx.store, ctx.vault, paths_of(result))
     if not stale.changed:
         return result, set(stale.missing)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .compose import Shared, ThreadStores
 from .config import Settings, load_settings, merge
 from .contracts import AskResult, SearchFilters, SearchResult, Turn
-from .errors import NotFound, UserError
+from .errors import NotFound, StoreReadOnly, UserError
 from .freshness import Freshness, FreshRead, fresh_read
 from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from .ingest.ids import sha256_hex
@@ -32,12 +32,13 @@ from .providers import Embedder, create_embedder
 from .providers.chat import ChatModel
 from .providers.registry import chat_model_names, create_chat_model
 from .retrieve import SearchEngine, SearchRequest
-from .store import ConversationRecord, DerivedLexical, Reconciled, Space, SqliteStore
+from .store import ConversationRecord, DerivedLexical, Reconciled, Space
 from .store.lock import IndexerLock, OnWait, indexer_lock
 from .trace import Listener, Tracer
 
 if TYPE_CHECKING:
     from .answer import Asker
+    from .compose import IndexStore
 
 DB_NAME = "sunlib.db"
 
@@ -120,7 +121,7 @@ class Library:
         return self._shared.stores(search.dense_engine, self._settings.store, search.lexical_engine)
 
     @property
-    def store(self) -> SqliteStore:
+    def store(self) -> IndexStore:
         """The calling thread's own connection to the index."""
         return self.stores.current()
 
@@ -132,7 +133,9 @@ class Library:
     @property
     def indexer_lock(self) -> IndexerLock:
         """One indexer per index across processes (``sunlib.store.lock``): held by ``index``,
-        ``embed``, ``reconcile`` and the notes API's writes."""
+        ``embed``, ``reconcile`` and the notes API's writes; refused on a read-only replica, before
+        anything is written (a note file included)."""
+        self._refuse_on_replica("write notes or index")
         self.stores.current()  # opening the index makes its folder, where the lock file goes
         return indexer_lock(self.db_path)
 
@@ -141,7 +144,16 @@ class Library:
         """What the read paths check their notes' files with (``sunlib.freshness``), on the calling
         thread's connection; the verified-signature cache is shared per index file."""
         cache = self._shared.part(("freshness",), Freshness)
-        return FreshRead(self.store, self.vault, self._settings.index, self.write_lock, cache)
+        replica = self._settings.store.replica
+        return FreshRead(self.store, self.vault, self._settings.index, self.write_lock, cache, check=not replica)
+
+    def _refuse_on_replica(self, verb: str) -> None:
+        """Refuse an indexing verb on a read-only replica, before anything is opened or locked."""
+        if self._settings.store.replica:
+            raise StoreReadOnly(
+                f"replicas do not {verb}: this index is a read-only replica ([store] replica = true) of the"
+                f" Qdrant collections {self._settings.store.collection!r}; run `sunlib index` on the indexing host"
+            )
 
     @property
     def embedder(self) -> Embedder:
@@ -207,6 +219,7 @@ class Library:
         Holds the indexer lock throughout; while another process holds it, waits (``on_wait``
         is told once, with that process's pid). Vectors of every space are reconciled with
         the text, so what an earlier crash or race left out of step is repaired."""
+        self._refuse_on_replica("index")
         store = self.store
         with self.indexer_lock.held(on_wait=on_wait):
             with self.write_lock:
@@ -223,6 +236,7 @@ class Library:
     def reconcile(self, on_wait: OnWait | None = None) -> list[Reconciled]:
         """Drop vectors out of step with the text in every space, and rewrite the postings when their
         files are not whole and current (``sunlib doctor --repair``)."""
+        self._refuse_on_replica("reconcile")
         store = self.store
         with self.indexer_lock.held(on_wait=on_wait):
             done = store.reconcile()
@@ -232,6 +246,7 @@ class Library:
     def embed(self, report: IndexReport | None = None, progress: Progress | None = None) -> IndexReport:
         """Embed every chunk without a vector: the active space, then the fusion reranker's, if any
         (under the indexer lock)."""
+        self._refuse_on_replica("embed")
         with self.indexer_lock.held():
             return self._embed(report or IndexReport(), progress)
 
@@ -390,13 +405,21 @@ class Library:
             "stored": stored,
         }
 
+    def _where(self) -> str:
+        """Where the index is: its SQLite file, or for a replica the Qdrant collections it reads."""
+        store = self._settings.store
+        if store.replica:
+            at = store.url or store.path or str(self.index_dir / "qdrant")
+            return f"read-only replica of the Qdrant collections {store.collection!r} at {at}"
+        return str(self.db_path)
+
     def status(self) -> dict[str, Any]:
         store = self.store
         active = self.space
         pending, total = store.vectors.count_pending(active)
         return {
             "vault": str(self.vault),
-            "index": str(self.db_path),
+            "index": self._where(),
             "counts": dataclasses.asdict(store.counts()),
             "chunker": store.get_meta("chunker"),
             "active_space": active.name,

@@ -7,7 +7,7 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -20,6 +20,9 @@ from ..store.check import check_index
 from .app import app
 from .common import VAULT_HELP, open_library, out, print_json, require_index
 from .index import waiting
+
+if TYPE_CHECKING:
+    from ..library import Library
 
 CONFIG_TEMPLATE = """\
 # sunlib settings for this vault. Every key is optional; SUNLIB_* environment
@@ -134,6 +137,27 @@ def calibration_line(cal: dict[str, Any]) -> str:
     return line
 
 
+def replica_report(lib: Library, report: dict[str, object], repair: bool) -> list[str]:
+    """What doctor can check on a read-only replica: the collections present and their points, the
+    published generation, the spaces. Repairs are the indexing host's."""
+    from ..store.qdrant import QdrantReplica  # imported here: qdrant-client loads for replicas only
+
+    store = lib.store
+    if not isinstance(store, QdrantReplica):  # [store] replica = true always opens one
+        raise UserError("not a replica")
+    state = store.state()
+    report["index"] = f"replica of {state['prefix']!r} at {state['location']}"
+    report.update({k: state[k] for k in ("generation", "index_uuid", "collections", "spaces")})
+    counts = store.counts()
+    report["counts"] = {"notes": counts.notes, "chunks": counts.chunks}
+    problems = [f"collection {name} is missing" for name, n in state["collections"].items() if n is None]
+    if repair:
+        problems.append("a replica repairs nothing: run `sunlib doctor --repair` on the indexing host")
+    report["integrity"] = "ok" if not problems else "problems"
+    report["problems"] = problems
+    return problems
+
+
 @app.command()
 def doctor(
     repair: Annotated[
@@ -157,7 +181,9 @@ def doctor(
     problems: list[str] = []
     try:
         with open_library(vault, None) as lib:
-            if lib.db_path.is_file():
+            if lib.settings.store.replica:
+                problems = replica_report(lib, report, repair)
+            elif lib.db_path.is_file():
                 report["index"] = str(lib.db_path)
                 if repair:
                     report["repaired"] = [dataclasses.asdict(r) for r in lib.reconcile(on_wait=waiting)]

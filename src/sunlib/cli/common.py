@@ -50,6 +50,8 @@ def open_library(vault: Path | None, config: Path | None, **overrides: Any) -> L
 
 
 def require_index(lib: Library) -> None:
+    if lib.settings.store.replica:
+        return  # a replica's index is the Qdrant collections: opening it says whether they are there
     if not lib.db_path.is_file():
         raise UserError(f"{lib.vault} has no index yet: run `sunlib index {lib.vault}`")
 

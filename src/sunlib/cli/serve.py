@@ -49,10 +49,13 @@ def serve(
             f"refusing to bind {s.host} without auth: set [server] tokens (bearer token -> principals) "
             "or bind 127.0.0.1"
         )
+    replica = lib.settings.store.replica  # read-only: never indexes, never watches (the indexing host does)
     sock = _bind(s.host, s.port)  # before anything is printed: a busy port is one line, nothing else
     with sock:
         remove_stale_temps(lib.vault)
-        if index_first:
+        if replica:
+            err.print(f"a read-only replica of the Qdrant collections {lib.settings.store.collection!r}")
+        elif index_first:
             err.print(f"indexing {lib.vault} ...")
             report = lib.index()
             for path, reason in report.failed:  # as `sunlib index` reports them; plain text, no markup
@@ -60,7 +63,9 @@ def serve(
         remember_vault(lib.vault)
         url = f"http://{'127.0.0.1' if s.host in ('0.0.0.0', '::') else s.host}:{s.port}/"
         err.print(f"sunlib serving {lib.vault} at {url}  (API docs: {url}docs; Ctrl-C to stop)")
-        server_config = uvicorn.Config(create_app(lib, watch=watch), host=s.host, port=s.port, log_level="warning")
+        server_config = uvicorn.Config(
+            create_app(lib, watch=watch and not replica), host=s.host, port=s.port, log_level="warning"
+        )
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the Ctrl-C it stopped on: a normal stop
             uvicorn.Server(server_config).run(sockets=[sock])
         err.print("sunlib stopped")

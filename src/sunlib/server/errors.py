@@ -1,10 +1,11 @@
 """Every error is JSON ``{error, message}`` with a fitting status; never a traceback.
 
 sunlib's exceptions map to statuses in one place (``status_of``): the caller's mistakes are
-400 (``NotFound``: 404), a failing provider 502 (503 without its key), and the store's failures
-507 when the disk is full (``StoreFull``) and 503 otherwise (``StoreBusy``, ``StoreCorrupt``,
-any other index error): the request may succeed later, once space is freed, the writer is done
-or the index is repaired. ``error`` is the exception's ``code`` (``store_full``, ``store_busy``, ...).
+400 (``NotFound``: 404; ``StoreReadOnly``, a write asked of a read-only replica: 409), a
+failing provider 502 (503 without its key), and the store's failures 507 when the disk is full
+(``StoreFull``) and 503 otherwise (``StoreBusy``, ``StoreCorrupt``, any other index error): the
+request may succeed later, once space is freed, the writer is done or the index is repaired.
+``error`` is the exception's ``code`` (``store_full``, ``store_busy``, ...).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ..errors import (
     NotFound,
     ProviderError,
     StoreFull,
+    StoreReadOnly,
     SunlibError,
     UserError,
 )
@@ -44,6 +46,8 @@ class ApiError(Exception):
 def status_of(exc: SunlibError) -> int:
     if isinstance(exc, NotFound):
         return 404
+    if isinstance(exc, StoreReadOnly):
+        return 409
     if isinstance(exc, ConfigError | DatasetError | UserError):
         return 400
     if isinstance(exc, MissingCredentials):

@@ -180,13 +180,16 @@ def _not_found(note_id: str) -> ApiError:
 
 def _current(state: ServerState, note_id: str, principals: tuple[str, ...]) -> tuple[NoteRecord, str | None]:
     """(index row, file text or None) of a note the caller may see; re-indexes its path first
-    when the file changed outside the API (under the write lock, which writers hold already)."""
+    when the file changed outside the API (under the write lock, which writers hold already).
+    A read-only replica never re-indexes (the indexing host does): without the file as indexed,
+    the note comes without its text."""
     store, vault = state.library.store, state.library.vault
     row = store.note_by_id(note_id)
     if row is None or not _visible(row, principals):
         raise _not_found(note_id)
     current = notes_io.read_note(vault, row.path)
-    if current is None or current.content_hash != row.content_hash:
+    stale = current is None or current.content_hash != row.content_hash
+    if stale and not state.settings.store.replica:
         with state.library.write_lock:
             sync_paths(store, vault, state.settings.index, [row.path])
         row = store.note_by_id(note_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,10 @@ from ...errors import ConfigError, StoreBusy
 from .points import FILTER_FIELDS
 
 SCROLL_PAGE = 1000  # points per scroll request when reading a whole collection
+# A collection of payloads only (notes, meta, runs) still declares one vector: qdrant-edge refuses a
+# shard without any (qdrant-client's local mode and a server accept none). It is a sparse vector no
+# point ever carries, so it costs nothing.
+UNUSED_VECTOR = "unused"
 
 
 @dataclass(frozen=True)
@@ -115,33 +119,68 @@ def ensure_collection(
     dense: models.VectorParams | None = None,
     sparse: models.SparseVectorParams | None = None,
     extra_keywords: Sequence[str] = (),
+    indexes: Mapping[str, models.PayloadSchemaType] = FILTER_FIELDS,
 ) -> bool:
-    """Create a collection with its payload indexes unless it exists; True when created."""
+    """Create a collection with its payload indexes unless it exists; True when created. Without
+    ``dense`` and ``sparse`` it holds payloads only (see ``UNUSED_VECTOR``)."""
     with shared.call() as client:
         if client.collection_exists(name):
             return False
+        sparse_config: dict[str, models.SparseVectorParams] | None
+        if dense is None and sparse is None:
+            sparse_config = {UNUSED_VECTOR: models.SparseVectorParams()}
+        else:
+            sparse_config = {"bm25": sparse} if sparse is not None else None
         client.create_collection(
-            name,
-            vectors_config={"dense": dense} if dense is not None else {},
-            sparse_vectors_config={"bm25": sparse} if sparse is not None else None,
+            name, vectors_config={"dense": dense} if dense is not None else {}, sparse_vectors_config=sparse_config
         )
         if not shared.location.payload_indexes or (shared.location.local and shared.location.engine != "qdrant-edge"):
             return True  # qdrant-client's local mode scans every point and warns that indexes do nothing
-        fields: dict[str, Any] = {**FILTER_FIELDS, **{k: models.PayloadSchemaType.KEYWORD for k in extra_keywords}}
+        fields: dict[str, Any] = {**indexes, **{k: models.PayloadSchemaType.KEYWORD for k in extra_keywords}}
         for field, schema in fields.items():
             client.create_payload_index(name, field, field_schema=schema, wait=True)
         return True
 
 
-def scroll_all(shared: Shared, name: str, fields: Sequence[str]) -> Iterator[models.Record]:
-    """Every point of a collection with some payload fields, page by page."""
+def scroll_all(
+    shared: Shared, name: str, fields: Sequence[str] | bool, where: models.Filter | None = None
+) -> Iterator[models.Record]:
+    """Every point of a collection (those ``where`` lets through) with some payload fields (True:
+    all of them), page by page."""
     offset: Any = None
+    payload: Any = fields if isinstance(fields, bool) else list(fields)
     while True:
         with shared.call() as client, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             points, offset = client.scroll(
-                name, limit=SCROLL_PAGE, offset=offset, with_payload=list(fields), with_vectors=False
+                name, scroll_filter=where, limit=SCROLL_PAGE, offset=offset, with_payload=payload, with_vectors=False
             )
         yield from points
         if offset is None:
             return
+
+
+def retrieve(shared: Shared, name: str, ids: Sequence[str], fields: Sequence[str] | bool = True) -> list[models.Record]:
+    """Some points by id (those that exist), with some payload fields (True: all of them)."""
+    if not ids:
+        return []
+    payload: Any = fields if isinstance(fields, bool) else list(fields)
+    with shared.call() as client:
+        return list(client.retrieve(name, list(ids), with_payload=payload, with_vectors=False))
+
+
+def upsert_points(shared: Shared, name: str, points: Sequence[models.PointStruct], batch: int = 256) -> None:
+    for start in range(0, len(points), batch):
+        with shared.call() as client:
+            client.upsert(name, points=list(points[start : start + batch]), wait=True)
+
+
+def delete_points(shared: Shared, name: str, ids: Sequence[str]) -> None:
+    if ids:
+        with shared.call() as client:
+            client.delete(name, points_selector=models.PointIdsList(points=list(ids)))
+
+
+def count(shared: Shared, name: str, where: models.Filter | None = None) -> int:
+    with shared.call() as client:
+        return int(client.count(name, count_filter=where, exact=True).count)

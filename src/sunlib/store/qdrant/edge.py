@@ -135,9 +135,21 @@ class EdgeClient:
         return _Count(int(self._shard(name).count(qe.CountRequest(exact=True, filter=edge_filter(count_filter)))))
 
     def scroll(
-        self, name: str, limit: int, offset: Any = None, with_payload: Any = True, with_vectors: Any = False
+        self,
+        name: str,
+        limit: int,
+        offset: Any = None,
+        with_payload: Any = True,
+        with_vectors: Any = False,
+        scroll_filter: models.Filter | None = None,
     ) -> tuple[list[Any], Any]:
-        request = qe.ScrollRequest(offset=offset, limit=limit, with_payload=with_payload, with_vector=with_vectors)
+        request = qe.ScrollRequest(
+            offset=offset,
+            limit=limit,
+            filter=edge_filter(scroll_filter),
+            with_payload=with_payload,
+            with_vector=with_vectors,
+        )
         return self._shard(name).scroll(request)
 
     def retrieve(self, name: str, ids: list[str], with_payload: Any = True, with_vectors: Any = False) -> list[Any]:

@@ -18,7 +18,7 @@ but never the statistics, as in the SQLite backend.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from qdrant_client import models
 
@@ -35,7 +35,7 @@ TIE_MARGIN = 16  # extra hits fetched so that equal scores at the cut are ordere
 
 class QdrantLexical:
     def __init__(
-        self, shared: Shared, collection: str, stamps: Callable[[], dict[str, int]], generation: Callable[[], int]
+        self, shared: Shared, collection: str, stamps: Callable[[], Mapping[str, int]], generation: Callable[[], int]
     ) -> None:
         self.shared, self.collection = shared, collection
         self._stamps = stamps  # current chunk stamps (cached per write generation by the store)
@@ -125,7 +125,9 @@ class QdrantLexical:
         return out
 
 
-def current_hits(points: Sequence[models.ScoredPoint], stamps: dict[str, int], limit: int) -> list[tuple[str, float]]:
+def current_hits(
+    points: Sequence[models.ScoredPoint], stamps: Mapping[str, int], limit: int
+) -> list[tuple[str, float]]:
     """The best ``limit`` (chunk_id, score) of the points computed from the chunk as it is now, ties
     by chunk id. A point left behind by a crash between the SQLite commit and the Qdrant write
     (another stamp, or its chunk gone) may carry an older ACL, so it never reaches a caller;

@@ -91,6 +91,79 @@ class ChunkSource:
     tokens: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class NoteSource:
+    """One note as the SQLite document store holds it: what a replica reads instead of the file."""
+
+    note_id: str
+    path: str
+    title: str
+    metadata_json: str  # the stored JSON text, kept as is (key order and types)
+    links: tuple[str, ...]
+    content_hash: str
+    mtime: float
+    chunker: str
+    indexed_at: float
+    acl: tuple[str, ...]  # in the order stored
+    tags: tuple[str, ...]  # in the order SQLite returns them (its index orders them by tag)
+    chunk_ids: tuple[str, ...]  # in reading order
+
+
+# Payload fields of the notes collection that its reads filter on.
+NOTE_FIELDS: dict[str, models.PayloadSchemaType] = {
+    "acl": models.PayloadSchemaType.KEYWORD,
+    "folders": models.PayloadSchemaType.KEYWORD,
+    "tags": models.PayloadSchemaType.KEYWORD,
+    "note_id": models.PayloadSchemaType.KEYWORD,
+    "path": models.PayloadSchemaType.KEYWORD,
+}
+
+
+def exact(value: float) -> str:
+    """A float as payload text that reads back to the same bits. Payload numbers go through the
+    engine's JSON, which qdrant-edge parses to the nearest double only approximately (a last-bit
+    drift seen on timestamps), so the values a read returns are kept as text; the numbers that
+    filters compare (``mtime``) stay numbers."""
+    return repr(float(value))
+
+
+def note_point_id(note_id: str) -> str:
+    return str(uuid.uuid5(POINT_NAMESPACE, "note:" + note_id))
+
+
+def note_payload(note: NoteSource) -> dict[str, Any]:
+    return {
+        "note_id": note.note_id,
+        "path": note.path,
+        "title": note.title,
+        "metadata": note.metadata_json,
+        "links": list(note.links),
+        "content_hash": note.content_hash,
+        "mtime": note.mtime,
+        "mtime_exact": exact(note.mtime),
+        "chunker": note.chunker,
+        "indexed_at": exact(note.indexed_at),
+        "acl": list(note.acl),
+        "tags": list(note.tags),
+        "chunk_ids": list(note.chunk_ids),
+        "folders": folders_of(note.path),
+    }
+
+
+def any_of(key: str, values: Sequence[Any]) -> models.FieldCondition:
+    """``key`` holds one of ``values`` (for an array field: one of its elements does)."""
+    return _any(key, values)
+
+
+def is_value(key: str, value: Any) -> models.FieldCondition:
+    return _is(key, value)
+
+
+def folder_condition(folder: str) -> models.FieldCondition:
+    """Paths under a folder, any depth, as SQLite's ``LIKE 'folder/%'`` compares (ASCII case folded)."""
+    return _any("folders", [ascii_lower(folder.strip("/"))])
+
+
 def folders_of(path: str) -> list[str]:
     parts = ascii_lower(path).split("/")[:-1]
     return ["/".join(parts[: i + 1]) for i in range(len(parts))]

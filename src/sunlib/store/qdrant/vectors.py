@@ -8,41 +8,54 @@ crowded out). Stamps work as in the SQLite backend: a vector for a chunk that is
 rewritten since is refused, a point whose stamp is not its chunk's is never returned and
 ``reconcile`` removes it, and ``pending`` lists the chunks without a current point.
 
-The embedding cache (vectors by text hash, so re-chunking does not re-embed) stays in the
-SQLite file the store is composed with; which spaces exist is kept there too (meta
-``qdrant_spaces``). Every write advances the SQLite write generation, so every process's
-cached view of a space (``ledger``) is read again after it.
+What it knows of the chunks besides Qdrant comes from a ``ChunkView``: on the indexing host the
+SQLite file (``source.SqliteView``: the chunks, their stamps, the embedding cache, vectors by text
+hash so re-chunking does not re-embed, and which spaces exist, meta ``qdrant_spaces``); on a
+replica the collections themselves (``replica.ReplicaView``, read-only). Every write advances
+the write generation, so every process's cached view of a space (``ledger``) is read again after it.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from qdrant_client import models
 
 from ...ingest.ids import sha256_hex
-from ..db import Db, batches
-from ..protocols import PendingChunk, Reconciled, Space, SpaceInfo, VectorItem, Visibility, embed_text_for
-from ..vectors import SqliteVectors
+from ..db import batches
+from ..protocols import PendingChunk, Reconciled, Space, SpaceInfo, VectorItem, Visibility
 from .client import Shared, ensure_collection, scroll_all
 from .lexical import TIE_MARGIN, current_hits
-from .points import compile_filter, filter_payload, point_id
-from .source import chunk_order, chunk_sources, visible_ids
+from .points import compile_filter, point_id
 
 DENSE_VECTOR = "dense"
-SPACES_META = "qdrant_spaces"
 WRITE_BATCH = 256
 
 
+class ChunkView(Protocol):
+    """The chunks as the vectors see them (their stamps, order and visibility), the registered
+    spaces and the embedding cache: the SQLite file on the indexing host, the collections on a
+    replica (whose writes raise ``StoreReadOnly``)."""
+
+    def generation(self) -> int: ...
+    def stamps(self) -> Mapping[str, int]: ...
+    def chunk_order(self) -> list[tuple[str, int]]: ...
+    def visible_ids(self, visibility: Visibility) -> list[str]: ...
+    def pending_chunks(self, chunk_ids: Sequence[str]) -> list[PendingChunk]: ...
+    def filter_payloads(self, chunk_ids: Sequence[str]) -> dict[str, tuple[int, dict[str, Any]]]: ...
+    def spaces(self) -> list[Space]: ...
+    def register_space(self, space: Space) -> None: ...
+    def advance(self) -> None: ...
+    def cache(self, space: Space, items: Sequence[VectorItem]) -> None: ...
+    def cached(self, space: Space, hashes: Iterable[str]) -> dict[str, np.ndarray]: ...
+
+
 class QdrantVectors:
-    def __init__(self, db: Db, shared: Shared, prefix: str, stamps: Callable[[], dict[str, int]]) -> None:
-        self.db, self.shared, self.prefix = db, shared, prefix
-        self._stamps = stamps
-        self._cache = SqliteVectors(db)  # the embedding cache only (cached_vectors)
+    def __init__(self, shared: Shared, prefix: str, view: ChunkView) -> None:
+        self.shared, self.prefix, self.view = shared, prefix, view
         self._ledgers: dict[tuple[int, str], dict[str, int]] = {}
         self._exists: tuple[int, list[Space]] = (-1, [])
 
@@ -51,17 +64,13 @@ class QdrantVectors:
 
     # -- spaces --------------------------------------------------------------------------------
 
-    def _registered(self) -> list[Space]:
-        raw = json.loads(self.db.get_meta(SPACES_META, "[]") or "[]")
-        return [Space(*entry) for entry in raw]
-
     def present(self) -> list[Space]:
         """The spaces registered in the index whose collection exists (a new or wiped cluster has
         none: their vectors are pending again), looked up once per write generation."""
-        generation = self.db.generation()
+        generation = self.view.generation()
         if self._exists[0] != generation:
             with self.shared.call() as client:
-                found = [s for s in self._registered() if client.collection_exists(self.collection(s))]
+                found = [s for s in self.view.spaces() if client.collection_exists(self.collection(s))]
             self._exists = (generation, found)
         return self._exists[1]
 
@@ -71,12 +80,8 @@ class QdrantVectors:
             self.collection(space),
             dense=models.VectorParams(size=space.dim, distance=models.Distance.COSINE),
         )
-        if space not in self._registered():
-            with self.db.write():
-                entries = [[s.provider, s.model, s.dim, s.chunker] for s in self._registered()]
-                entries.append([space.provider, space.model, space.dim, space.chunker])
-                self.db.set_meta(SPACES_META, json.dumps(entries))
-                self.db.bump()
+        if space not in self.view.spaces():
+            self.view.register_space(space)
         self._exists = (-1, [])  # the collection may be new: look again
 
     def has_space(self, space: Space) -> bool:
@@ -95,21 +100,17 @@ class QdrantVectors:
     def upsert(self, space: Space, items: Sequence[VectorItem], cache: bool = True) -> int:
         """Store the vectors whose chunk still has the item's stamp; returns how many were stored."""
         if cache and items:
-            with self.db.write():
-                self.db.conn.executemany(
-                    "INSERT OR IGNORE INTO embedding_cache(space, embed_hash, vector) VALUES(?,?,?)",
-                    [(space.cache_key, i.embed_hash, np.asarray(i.vector, np.float32).tobytes()) for i in items],
-                )
+            self.view.cache(space, items)
         wanted = {i.chunk_id: i for i in items}
-        sources = {s.chunk_id: s for s in chunk_sources(self.db, list(wanted), with_tokens=False)}
+        sources = self.view.filter_payloads(list(wanted))
         points = [
             models.PointStruct(
                 id=point_id(i.chunk_id),
                 vector={DENSE_VECTOR: np.asarray(i.vector, np.float32).tolist()},
-                payload={**filter_payload(sources[i.chunk_id]), "embed_hash": i.embed_hash},
+                payload={**sources[i.chunk_id][1], "embed_hash": i.embed_hash},
             )
             for i in wanted.values()
-            if i.chunk_id in sources and sources[i.chunk_id].stamp == i.stamp
+            if i.chunk_id in sources and sources[i.chunk_id][0] == i.stamp
         ]
         for start in range(0, len(points), WRITE_BATCH):
             with self.shared.call() as client:
@@ -133,14 +134,13 @@ class QdrantVectors:
                 )
 
     def _advance(self) -> None:
-        with self.db.write():
-            self.db.bump()
+        self.view.advance()
 
     def reconcile(self, space: Space) -> Reconciled:
         """Remove points whose chunk is gone or carries another stamp; report what is pending."""
         if not self.has_space(space):
             return Reconciled(space.name, 0, 0, self.count_pending(space)[0])
-        stamps, held = self._stamps(), self.ledger(space)
+        stamps, held = self.view.stamps(), self.ledger(space)
         orphans = [c for c in held if c not in stamps]
         stale = [c for c, s in held.items() if c in stamps and stamps[c] != s]
         if orphans or stale:
@@ -151,7 +151,7 @@ class QdrantVectors:
 
     def ledger(self, space: Space) -> dict[str, int]:
         """(chunk_id -> stamp) of every point of a space, read once per write generation."""
-        key = (self.db.generation(), space.name)
+        key = (self.view.generation(), space.name)
         found = self._ledgers.get(key)
         if found is None:
             found = {}
@@ -177,7 +177,7 @@ class QdrantVectors:
                 limit=k + TIE_MARGIN,
                 with_payload=["chunk_id", "stamp"],
             ).points
-        return current_hits(found, self._stamps(), k)
+        return current_hits(found, self.view.stamps(), k)
 
     def _missing(self, space: Space, order: Iterable[tuple[str, int]]) -> list[str]:
         held = self.ledger(space) if self.has_space(space) else {}
@@ -185,35 +185,32 @@ class QdrantVectors:
 
     def pending(self, space: Space, limit: int | None = None) -> list[PendingChunk]:
         """Chunks without a current vector, in note then reading order."""
-        ids = self._missing(space, chunk_order(self.db))
+        ids = self._missing(space, self.view.chunk_order())
         if limit is not None:
             ids = ids[: max(0, int(limit))]
-        return [
-            PendingChunk(s.chunk_id, s.stamp, s.embed_hash, embed_text_for(s.title, s.heading_path, s.text))
-            for s in chunk_sources(self.db, ids, with_tokens=False)
-        ]
+        return self.view.pending_chunks(ids)
 
     def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:
         """(chunks without a current vector, all chunks), among visible chunks when a visibility is given."""
-        stamps = self._stamps()
-        ids = list(stamps) if visibility is None else visible_ids(self.db, visibility)
+        stamps = self.view.stamps()
+        ids = list(stamps) if visibility is None else self.view.visible_ids(visibility)
         order = [(c, stamps[c]) for c in ids if c in stamps]
         return len(self._missing(space, order)), len(order)
 
     def fully_embedded(self, space: Space) -> bool:
-        return self.has_space(space) and not self._missing(space, self._stamps().items())
+        return self.has_space(space) and not self._missing(space, self.view.stamps().items())
 
     def without_vectors(self, space: Space, chunk_ids: Sequence[str]) -> set[str]:
         wanted = set(chunk_ids)
         if not wanted or not self.has_space(space):
             return wanted
-        stamps = self._stamps()
+        stamps = self.view.stamps()
         return set(self._missing(space, [(c, stamps.get(c, -2)) for c in wanted]))
 
     def vectors_for(self, space: Space, chunk_ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not chunk_ids or not self.has_space(space):
             return {}
-        stamps, out = self._stamps(), {}
+        stamps, out = self.view.stamps(), {}
         for batch in batches(list(dict.fromkeys(chunk_ids))):
             with self.shared.call() as client:
                 records = client.retrieve(
@@ -227,11 +224,11 @@ class QdrantVectors:
         return out
 
     def cached_vectors(self, space: Space, hashes: Iterable[str]) -> dict[str, np.ndarray]:
-        return self._cache.cached_vectors(space, hashes)
+        return self.view.cached(space, hashes)
 
     def all_vectors(self, space: Space) -> tuple[list[str], np.ndarray]:
         """Every current (chunk_id, vector) of a space, in reading order (``sunlib migrate``)."""
-        order = [c for c, s in chunk_order(self.db) if self.ledger(space).get(c) == s]
+        order = [c for c, s in self.view.chunk_order() if self.ledger(space).get(c) == s]
         found = self.vectors_for(space, order)
         ids = [c for c in order if c in found]
         matrix = np.stack([found[c] for c in ids]) if ids else np.zeros((0, space.dim), np.float32)
