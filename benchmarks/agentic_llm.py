@@ -60,6 +60,9 @@ def main() -> None:
     ap.add_argument("--judge", choices=("off", "auto"), default="off")
     ap.add_argument("--provider", default="e5", help="embedding provider")
     ap.add_argument("--report", type=Path)
+    ap.add_argument(
+        "--seconds", type=float, default=600.0, help="the loop's time budget (agentic_seconds; sunlib: 30 s)"
+    )
     args = ap.parse_args()
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
@@ -70,7 +73,8 @@ def main() -> None:
         cases = load_qa(args.qa)
         cases = cases[: args.limit] if args.limit else cases
         llm = {"base_url": url, "model": model, "timeout_s": 900, "max_retries": 0, "n_threads": 1}
-        answer = {"writer": "openai", "planner": "llm", "judge": args.judge}
+        # A model that reads ~20 prompt tokens a second spends sunlib's default 30 s on its plan alone.
+        answer = {"writer": "openai", "planner": "llm", "judge": args.judge, "agentic_seconds": args.seconds}
         with Library.open(args.vault, embedding={"provider": args.provider}, answer=answer, llm=llm) as lib:
             lib.index()
             t0 = time.perf_counter()
