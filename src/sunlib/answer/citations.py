@@ -112,14 +112,16 @@ def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True) ->
             sentences.append(AnswerSentence(text, tuple(valid), bool(valid), 1.0, threshold, rejected))
             continue
         weights = TermWeights(dict.fromkeys(terms, 1.0))
-        attributed = False
+        attributed, share = False, 0.0
         if attribute and not valid:
-            best = _attribute(weights, tokens)
-            if best is not None:
-                valid, threshold, attributed = [best], ATTRIBUTION_THRESHOLD, True
+            best, share = _attribute(weights, tokens)
+            threshold = ATTRIBUTION_THRESHOLD
+            if share >= threshold:
+                valid, attributed = [best], True
                 marks.append((claim.para, claim.end, best))
         cited = set().union(*(tokens[r] for r in valid)) if valid else set()
-        overlap, _ = weights.coverage(cited)
+        # an uncited claim left unsupported shows how much of it the best passage holds
+        overlap = weights.coverage(cited)[0] if valid or not attribute else share
         ok = bool(valid) and overlap >= threshold
         supported += ok
         unsupported += not ok
@@ -134,15 +136,15 @@ def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True) ->
     return Verification(tuple(sentences), citations, supported, unsupported, tuple(dict.fromkeys(rejected_all)), text)
 
 
-def _attribute(weights: TermWeights, tokens: Mapping[str, set[str]]) -> str | None:
-    """The context passage that holds the largest share of a claim's terms, when that share
-    reaches ``ATTRIBUTION_THRESHOLD`` (the first such passage on a tie)."""
-    best, share = None, ATTRIBUTION_THRESHOLD
+def _attribute(weights: TermWeights, tokens: Mapping[str, set[str]]) -> tuple[str, float]:
+    """The context passage that holds the largest share of a claim's terms (the first one on a
+    tie), and that share; ("", 0.0) without passages."""
+    best, share = "", 0.0
     for chunk_id, held in tokens.items():
         got, _ = weights.coverage(held)
-        if got > share or (best is None and got >= share):
+        if got > share:
             best, share = chunk_id, got
-    return best
+    return best, share
 
 
 def _marked(paras: list[str], marks: Sequence[tuple[int, int, str]]) -> str:
