@@ -131,6 +131,18 @@ def test_bad_bodies_are_4xx_in_openais_error_shape(url: str) -> None:
     assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error", r.text
 
 
+def test_a_body_over_the_limit_is_413_in_openais_shape(hash_library: Library) -> None:
+    api = Api(create_app(hash_library.with_settings(server={"max_body_bytes": 2048})))
+    big = {"model": "sunlib", "messages": [{"role": "user", "content": "index " * 400}]}
+    r = api.post("/v1/chat/completions", json=big)  # declares its length
+    assert r.status_code == 413, r.text
+    error = r.json()["error"]
+    assert set(error) == {"message", "type", "code", "param"} and error["code"] == "too_large", r.text
+    assert error["type"] == "invalid_request_error" and "2048" in error["message"]
+    r = api.post("/api/search", json={"query": "index " * 400})  # /api keeps its own shape
+    assert r.status_code == 413 and r.json()["error"] == "too_large", r.text
+
+
 # -- answers, citations, refusals --------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ from ..filestatus import FileBoard
 from ..library import Library
 from . import errors
 from .jobs import Jobs
+from .openai_schemas import error_body
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 
@@ -118,8 +119,13 @@ class BodyLimit:
         await self.app(scope, limited, send)
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse(errors.body("too_large", f"request body over {self.limit} bytes"), status_code=413)
-        await response(scope, receive, send)
+        """The error in the shape of the API asked: OpenAI's under /v1, sunlib's elsewhere."""
+        message = f"request body over {self.limit} bytes"
+        if str(scope.get("path", "")).startswith("/v1/"):
+            body = error_body(message, "invalid_request_error", "too_large")
+        else:
+            body = errors.body("too_large", message)
+        await JSONResponse(body, status_code=413)(scope, receive, send)
 
 
 def create_app(library: Library, watch: bool = False) -> FastAPI:
