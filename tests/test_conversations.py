@@ -14,11 +14,13 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from clients import Api, sunlib
 from conftest import SAMPLE_VAULT
+from llm_server import ChatServer, sources, user_message
 from sse import sse
 from sunlib import Library
 from sunlib.errors import NotFound, UserError
@@ -215,3 +217,34 @@ def test_chat_agentic_saves_the_loop_in_the_turn(lib: Library) -> None:
     (cid,) = CONV_LINE.findall(r.stdout)
     (turn,) = lib.conversation(cid).turns
     assert Step.AGENT in {s["name"] for s in turn.run.trace["steps"]}
+
+
+def test_chat_streams_a_model_writers_draft_then_prints_the_verified_answer(
+    lib: Library, chat_server: ChatServer
+) -> None:
+    def quote(body: dict[str, Any]) -> str:  # a faithful model: the first source's first line, cited
+        cid, source = next(iter(sources(user_message(body)).items()))
+        return f"{source['text'].splitlines()[0].strip()} [ref:{cid}]"
+
+    chat_server.writer.reply = quote
+    env = {
+        "SUNLIB_ANSWER__WRITER": "openai",
+        "SUNLIB_ANSWER__GATE_THRESHOLD": "0",
+        "SUNLIB_ANSWER__GATE_THRESHOLD_BM25": "0",
+        "SUNLIB_ANSWER__ANSWERABLE_THRESHOLD": "0",
+        "SUNLIB_ANSWER__ROUTER": "rules",
+        "SUNLIB_LLM__BASE_URL": chat_server.base_url,
+        "SUNLIB_LLM__MODEL": "test",
+        "SUNLIB_LLM__MAX_RETRIES": "0",
+    }
+    r = sunlib("chat", "--vault", str(lib.vault), "--no-save", input=f"{FIRST}\n", env=env)
+    assert r.returncode == 0, r.stderr
+    (body,) = chat_server.bodies("writer")
+    assert body["stream"] is True  # the draft was asked for as a stream
+    draft = quote(body)
+    after = r.stdout.partition("answer (streaming, before verification):")[2]
+    assert after, r.stdout
+    assert draft in after  # the raw draft, markers and all, as it came
+    assert "[1]" in after and "citations" in after  # then the verified answer, cited
+    quiet = sunlib("chat", "--vault", str(lib.vault), "--no-save", "--no-stream", input=f"{FIRST}\n", env=env)
+    assert quiet.returncode == 0 and "before verification" not in quiet.stdout and "[1]" in quiet.stdout

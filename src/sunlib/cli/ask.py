@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from ..contracts import AnswerFrame, AskResult, RunTrace, to_jsonable
 from ..errors import UserError
+from ..library import Library
 from ..text.refs import REF
 from .app import app
 from .common import (
@@ -32,6 +33,30 @@ from .common import (
 from .explain import print_trace
 
 EXIT_REFUSED = 2
+
+
+class TokenPrinter:
+    """An LLM writer's draft printed as it is written, under a line saying it is not verified yet
+    (the verified answer is printed after it)."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    @classmethod
+    def of(cls, lib: Library, wanted: bool) -> TokenPrinter | None:
+        """A printer when streaming is wanted and the writer is a model (the extractive one writes at once)."""
+        return cls() if wanted and lib.asker.writer.is_llm else None
+
+    def __call__(self, delta: str) -> None:
+        if not self.started:
+            out.print("[dim]answer (streaming, before verification):[/]")
+            self.started = True
+        sys.stdout.write(delta)
+        sys.stdout.flush()
+
+    def end(self) -> None:
+        if self.started:
+            sys.stdout.write("\n\n")
 
 
 @app.command()
@@ -65,20 +90,10 @@ def ask(
         require_index(lib)
         lib = lib.with_settings(answer={"writer": writer}, search={"mode": mode})
         filters = make_filters(folder, tag, note, filter_, since, until)
-        streamed: list[str] = []
-
-        def on_token(delta: str) -> None:
-            if not streamed:
-                out.print("[dim]answer (streaming, before verification):[/]")
-            streamed.append(delta)
-            sys.stdout.write(delta)
-            sys.stdout.flush()
-
-        live = stream and not as_json and lib.asker.writer.is_llm
-        token = on_token if live else None
-        result = lib.ask(question, filters, principals_of(as_), on_token=token, save=save, agentic=agentic)
-        if streamed:
-            sys.stdout.write("\n\n")
+        printer = TokenPrinter.of(lib, stream and not as_json)
+        result = lib.ask(question, filters, principals_of(as_), on_token=printer, save=save, agentic=agentic)
+        if printer is not None:
+            printer.end()
     if as_json:
         # an unsaved run has no id `sunlib runs show` could find: none is printed
         data: dict[str, Any] = {

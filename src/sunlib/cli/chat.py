@@ -2,7 +2,8 @@
 
 Each message is asked with the conversation's earlier turns (``Library.ask(...,
 conversation_id=...)``), so an obvious follow-up ("and its default?") is asked standalone and
-the rewrite is printed above its answer. Each turn is saved into the conversation in the index;
+the rewrite is printed above its answer. With a model writer the draft streams as it is written
+(``--no-stream``: the verified answer only). Each turn is saved into the conversation in the index;
 ``--conversation ID`` resumes one. With ``--no-save`` nothing is written: the turns of this
 session are kept in memory only (a resumed conversation is read, not extended). ``:new`` starts
 a new conversation; ``:q`` or end of input (Ctrl-D) quits.
@@ -22,7 +23,7 @@ from ..contracts import AskResult, Turn
 from ..errors import NotFound, SunlibError
 from ..library import Library
 from .app import app
-from .ask import print_answer
+from .ask import TokenPrinter, print_answer
 from .common import VAULT_HELP, open_library, out, principals_of, require_index
 
 QUIT = frozenset({":q", ":quit", ":exit"})
@@ -42,6 +43,7 @@ def chat(
         typer.Option("--agentic/--single", help="the agentic loop or one shot per message; default: [answer] mode"),
     ] = None,
     save: Annotated[bool, typer.Option(help="save each turn into the conversation in the index")] = True,
+    stream: Annotated[bool, typer.Option(help="print each answer as the writer produces it")] = True,
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
 ) -> None:
@@ -51,7 +53,7 @@ def chat(
         require_index(lib)
         lib = lib.with_settings(answer={"writer": writer})
         principals = principals_of(as_)
-        session = _Session(lib, principals, agentic, save, conversation)
+        session = _Session(lib, principals, agentic, save, conversation, stream)
         if conversation is not None:
             resumed = lib.conversation(conversation, principals)  # NotFound: one line, exit 1
             out.print(f"[dim]resuming conversation {conversation}: {len(resumed.turns)} turn(s)[/]")
@@ -73,16 +75,23 @@ class _Session:
     """The conversation being kept: its id once saved (or the turns in memory, unsaved)."""
 
     def __init__(
-        self, lib: Library, principals: list[str] | None, agentic: bool | None, save: bool, cid: str | None
+        self,
+        lib: Library,
+        principals: list[str] | None,
+        agentic: bool | None,
+        save: bool,
+        cid: str | None,
+        stream: bool = True,
     ) -> None:
         self.lib, self.principals, self.agentic, self.save = lib, principals, agentic, save
-        self.cid = cid
+        self.cid, self.stream = cid, stream
         self.memory: list[Turn] = []  # --no-save: this session's turns, sent as the history
 
     def restart(self) -> None:
         self.cid, self.memory = None, []
 
     def turn(self, message: str) -> None:
+        printer = TokenPrinter.of(self.lib, self.stream)
         try:
             result = self.lib.ask(
                 message,
@@ -91,12 +100,16 @@ class _Session:
                 agentic=self.agentic,
                 history=() if self.cid is not None else tuple(self.memory),
                 conversation_id=self.cid,
+                on_token=printer,
             )
         except NotFound:
             raise  # the conversation went out of reach: nothing more can be asked in it
         except SunlibError as exc:  # a bad message or a failing provider: say so, keep the conversation
             out.print(f"[red]error[/]: {escape(str(exc))}")
             return
+        finally:
+            if printer is not None:
+                printer.end()
         self._show(message, result)
 
     def _show(self, message: str, result: AskResult) -> None:
