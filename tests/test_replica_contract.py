@@ -22,46 +22,37 @@ from pathlib import Path
 
 import pytest
 
+import test_store_contract as contract
 from store_helpers import drop_qdrant_prefix
 from sunlib.contracts import SearchFilters
 from sunlib.store import DocumentStore, Store, Visibility
-from test_store_contract import (  # the contract's read tests, collected here against the replica
+from test_store_contract import (
     EVERYONE,
     NOTES,
     PUBLIC,
     SPACE,
     embed_by_hand,
     sync,
-    test_a_closer_restricted_vector_never_crowds_out_a_visible_one,
-    test_a_conversation_is_readable_only_by_those_who_may_read_every_run,
-    test_a_conversation_keeps_its_turns_in_order_with_their_runs,
-    test_a_run_is_read_back_whole_by_those_who_hold_its_principals,
-    test_a_smaller_k_or_limit_is_a_prefix_of_a_larger_one,
-    test_an_empty_acl_is_visible_to_nobody,
-    test_document_frequencies_count_visible_chunks_only,
-    test_every_filter_applies_before_ranking,
-    test_note_listing_pages_by_path,
-    test_the_note_id_filter,
-    test_upsert_stores_every_vector_and_knn_returns_cosines,
     write_vault,
 )
 
 pytest.importorskip("qdrant_client", reason="the Qdrant backend needs qdrant-client (pip install -e '.[dev]')")
 from sunlib.store.qdrant import Location, QdrantReplica, QdrantStore
 
-CONTRACT_READS = (
-    test_a_closer_restricted_vector_never_crowds_out_a_visible_one,
-    test_a_conversation_is_readable_only_by_those_who_may_read_every_run,
-    test_a_conversation_keeps_its_turns_in_order_with_their_runs,
-    test_a_run_is_read_back_whole_by_those_who_hold_its_principals,
-    test_a_smaller_k_or_limit_is_a_prefix_of_a_larger_one,
-    test_an_empty_acl_is_visible_to_nobody,
-    test_document_frequencies_count_visible_chunks_only,
-    test_every_filter_applies_before_ranking,
-    test_note_listing_pages_by_path,
-    test_the_note_id_filter,
-    test_upsert_stores_every_vector_and_knn_returns_cosines,
+CONTRACT_READS = (  # the contract's read tests, collected here against the replica (this module's fixtures)
+    contract.test_a_closer_restricted_vector_never_crowds_out_a_visible_one,
+    contract.test_a_conversation_is_readable_only_by_those_who_may_read_every_run,
+    contract.test_a_conversation_keeps_its_turns_in_order_with_their_runs,
+    contract.test_a_run_is_read_back_whole_by_those_who_hold_its_principals,
+    contract.test_a_smaller_k_or_limit_is_a_prefix_of_a_larger_one,
+    contract.test_an_empty_acl_is_visible_to_nobody,
+    contract.test_document_frequencies_count_visible_chunks_only,
+    contract.test_every_filter_applies_before_ranking,
+    contract.test_note_listing_pages_by_path,
+    contract.test_the_note_id_filter,
+    contract.test_upsert_stores_every_vector_and_knn_returns_cosines,
 )
+globals().update({t.__name__: t for t in CONTRACT_READS})
 
 
 def _local(tmp: Path) -> Location:
