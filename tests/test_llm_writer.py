@@ -196,7 +196,7 @@ def test_cited_copy_of_a_context_chunk_is_verified(
 
 
 def test_refs_outside_the_context_are_rejected(server: ChatServer, open_lib: Callable[..., Library]) -> None:
-    lib = open_lib(search={"mode": "bm25"})
+    lib = open_lib(search={"mode": "bm25"}, answer={"unsupported": "mark"})
     otter = lib.search("otter regatta Brightwater", mode="bm25").hits[0]
     assert otter.path == "events/otter.md" and OTTER_SENTENCE in otter.text
 
@@ -213,7 +213,7 @@ def test_refs_outside_the_context_are_rejected(server: ChatServer, open_lib: Cal
     frame = result.frame
     assert frame.refused is False
     assert [s.supported for s in frame.sentences] == [True, False, True, False]
-    assert frame.unsupported == 2
+    assert frame.unsupported == 2 and frame.dropped == 0  # [answer] unsupported = "mark": kept, flagged
     # the otter sentence cites a chunk outside the context, and no passage of the context says it
     assert frame.sentences[1].rejected_refs == (otter.chunk_id,) and frame.sentences[1].refs == ()
     # an invented ref: the sentence quotes the quokka passage, so it is attributed to that one
@@ -242,11 +242,14 @@ def test_a_quote_without_markers_is_attributed_and_cited(
     cited = quokka_chunk(body)
     frame = result.frame
     assert frame.refused is False
-    assert [(s.supported, s.attributed, s.refs) for s in frame.sentences] == [
-        (True, True, (cited,)),
-        (False, False, ()),
+    assert [(s.supported, s.attributed, s.refs, s.dropped) for s in frame.sentences] == [
+        (True, True, (cited,), False),
+        (False, False, (), True),
     ]
-    assert frame.answer == f"{QUOKKA_SENTENCE} [ref:{cited}]\n\nThe festival is cancelled forever."
+    # the default [answer] unsupported = "drop": what no passage says is taken out of the answer
+    assert frame.answer == f"{QUOKKA_SENTENCE} [ref:{cited}]"
+    assert frame.unsupported == 0 and frame.dropped == 1
+    assert "1 supported, 1 unsupported (1 dropped)" in step(result, Step.VERIFY).output_summary
     (citation,) = frame.citations
     note = (vault / QUOKKA_PATH).read_text(encoding="utf-8")
     assert citation.chunk_id == cited and note[citation.start : citation.end] == QUOKKA_SENTENCE

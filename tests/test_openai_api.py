@@ -362,3 +362,25 @@ def test_a_streamed_draft_the_verifier_rejects_is_followed_by_the_refusal(
     final = chunks[-1]
     assert final["sunlib"]["refused"] is True and final["sunlib"]["unverified_markers"] == [1]
     assert final["citations"] == [] and final["choices"][0]["finish_reason"] == "stop"
+
+
+def test_a_sentence_the_verifier_drops_is_left_out_and_named(hash_library: Library, chat_server: ChatServer) -> None:
+    lib = hash_library.with_settings(
+        answer=OPEN_GATE, llm={"base_url": chat_server.base_url, "model": "test", "max_retries": 0, "timeout_s": 30}
+    )
+    invented = "Zebras migrate across the purple ocean every winter."
+
+    def reply(body: dict[str, Any]) -> str:  # one quoted sentence, cited; one invented, citing the same chunk
+        cid, src = next(iter(sources(user_message(body)).items()))
+        return f"{src['text'].split('.')[0].strip()}. [ref:{cid}] {invented} [ref:{cid}]"
+
+    chat_server.writer.reply = reply
+    api = Api(create_app(lib))
+    payload = {"model": "sunlib", "messages": [{"role": "user", "content": "How are nightly snapshots rotated?"}]}
+    whole = api.post("/v1/chat/completions", json=payload).json()
+    assert whole["sunlib"]["refused"] is False and whole["sunlib"]["dropped"] == [invented]
+    assert "Zebras" not in whole["choices"][0]["message"]["content"] and len(whole["citations"]) == 1
+    r = api.post("/v1/chat/completions", json={**payload, "stream": True})
+    chunks = [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: {")]
+    # a stream sends the draft as it is written: the final chunk names what the verifier took out
+    assert chunks[-1]["sunlib"]["dropped"] == [invented]

@@ -190,6 +190,10 @@ class AnswerSettings(BaseModel):
     check_names: bool = True
     # ... or when the question asks for a duration, size or count that no selected sentence states.
     check_answer_type: bool = True
+    # The citation verifier's unsupported sentences: "drop" takes them out of the answer (the run's
+    # verify step and the frame's sentences still list them, marked dropped); "mark" keeps them in
+    # the text, flagged. A draft with no supported sentence is refused either way.
+    unsupported: Literal["drop", "mark"] = "drop"
     # Seed 002 phase 4: confidence (mean coverage of the top 3 chunks) below these warns.
     confidence_warn: float = Field(0.3, ge=0.0, le=1.0)
     confidence_caution: float = Field(0.5, ge=0.0, le=1.0)

@@ -325,6 +325,7 @@ class AnswerSentence:
     threshold: float
     rejected_refs: tuple[str, ...] = ()  # refs to chunks that were not in the context
     attributed: bool = False  # it cited nothing; the verifier found the passage it quotes (citations.py)
+    dropped: bool = False  # unsupported, and taken out of the answer text ([answer] unsupported = "drop")
 
 
 @dataclass(frozen=True)
@@ -341,10 +342,11 @@ class AnswerFrame:
     route: str
     confidence_level: str = "high"  # high | caution | low (seed 002 phase 4)
     sources: tuple[SourceCard, ...] = ()
-    sentences: tuple[AnswerSentence, ...] = ()
-    unsupported: int = 0
+    sentences: tuple[AnswerSentence, ...] = ()  # every claim the verifier judged, dropped ones included
+    unsupported: int = 0  # unsupported sentences left in ``answer`` (0 when they are dropped)
     version: int = 1
     refusals: tuple[Refusal, ...] = ()  # one per reason of a refusal; refusal_reason joins their messages
+    dropped: int = 0  # unsupported sentences the verifier took out of ``answer``
 
 
 @dataclass(frozen=True)

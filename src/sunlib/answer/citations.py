@@ -25,12 +25,18 @@ text ``选择**红**色`` no Chinese bigram crosses the ``**``), so a chunk's te
 of both forms. The claim itself is taken as written: a link target hidden in a claim
 still has to be supported.
 
+With ``drop`` (``[answer] unsupported = "drop"``, the default) every unsupported claim is taken
+out of the delivered text, its sentence kept in ``Verification.sentences`` marked ``dropped``;
+a list item or paragraph left empty goes with it. A draft with no supported claim keeps its
+text: the pipeline refuses it whole.
+
 Each accepted ref becomes a Citation that points at the exact sentences of the chunk
 that best match the claims citing it, in UTF-16 offsets and lines of the note.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +52,7 @@ SHORT_CLAIM_CHARS = 50
 SHORT_THRESHOLD = 0.55
 LONG_THRESHOLD = 0.45
 ATTRIBUTION_THRESHOLD = 0.7
+_EMPTY_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])?[ \t]*(?:\n|$)", re.M)  # a line left with no text
 _REFS_AFTER_END = re.compile(r"([.!?。！？；]+)(\s*)((?:\[ref:[^\]\n]{1,80}\]\s*)+)")
 
 
@@ -56,7 +63,8 @@ class Verification:
     supported: int
     unsupported: int
     rejected_refs: tuple[str, ...]
-    text: str = ""  # the answer with the markers of attributed claims written in ("": none were)
+    text: str = ""  # the answer as delivered: attributed markers written in, dropped claims out ("": as drafted)
+    dropped: int = 0  # unsupported claims taken out of ``text`` (``drop=True``); ``unsupported`` counts them too
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ class _Claim:
     text: str  # without markers
     refs: list[str]
     para: int  # its paragraph (index into the paragraphs ``_claims`` returns)
+    start: int  # where its first sentence starts in that paragraph
     end: int  # where its last sentence ends in that paragraph (an attributed marker goes there)
 
 
@@ -74,15 +83,16 @@ def _claims(answer: str) -> tuple[list[str], list[_Claim]]:
     for i, para in enumerate(re.split(r"\n\s*\n", answer)):
         para = _REFS_AFTER_END.sub(lambda m: f"{m.group(3).strip()}{m.group(1)}{m.group(2) or ' '}", para)
         paras.append(para)
-        pending: list[tuple[str, int]] = []
+        pending: list[tuple[str, int, int]] = []
         for s, e in sentence_spans(para):
             sentence = para[s:e]
             refs = REF.findall(sentence)
-            pending.append((strip_refs(sentence), s + len(sentence.rstrip())))
+            pending.append((strip_refs(sentence), s, s + len(sentence.rstrip())))
             if refs:
-                out.append(_Claim(" ".join(t for t, _ in pending), list(dict.fromkeys(refs)), i, pending[-1][1]))
+                text = " ".join(t for t, _, _ in pending)
+                out.append(_Claim(text, list(dict.fromkeys(refs)), i, pending[0][1], pending[-1][2]))
                 pending = []
-        out.extend(_Claim(text, [], i, end) for text, end in pending)  # after the last ref: one claim each
+        out.extend(_Claim(text, [], i, s, e) for text, s, e in pending)  # after the last ref: one claim each
     return paras, [c for c in out if c.text]
 
 
@@ -91,14 +101,18 @@ def claims(answer: str) -> list[tuple[str, list[str]]]:
     return [(c.text, c.refs) for c in _claims(answer)[1]]
 
 
-def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True) -> Verification:
-    """``attribute``: attribute the claims that cite nothing (see the module docstring)."""
+def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True, drop: bool = False) -> Verification:
+    """``attribute``: attribute the claims that cite nothing (see the module docstring); ``drop``:
+    take the unsupported claims out of the delivered text (their sentences stay, marked ``dropped``),
+    unless none is supported (the draft is then refused whole, ``unsupported_draft``)."""
     by_id = {ev.chunk_id: ev for ev in evidence}
     tokens = {ev.chunk_id: evidence_tokens(ev.text) for ev in evidence}
     sentences: list[AnswerSentence] = []
     spans: dict[str, tuple[int, int]] = {}
     rejected_all: list[str] = []
     marks: list[tuple[int, int, str]] = []  # (paragraph, offset, chunk id) of attributed claims
+    cuts: list[tuple[int, int, int]] = []  # (paragraph, start, end) of unsupported claims
+    cut_at: list[int] = []  # their indexes into ``sentences``
     supported = unsupported = 0
     paras, found = _claims(answer)
     for claim in found:
@@ -125,6 +139,9 @@ def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True) ->
         ok = bool(valid) and overlap >= threshold
         supported += ok
         unsupported += not ok
+        if not ok:
+            cuts.append((claim.para, claim.start, claim.end))
+            cut_at.append(len(sentences))
         sentences.append(AnswerSentence(text, tuple(valid), ok, round(overlap, 3), threshold, rejected, attributed))
         if ok:
             for ref in valid:
@@ -132,8 +149,13 @@ def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True) ->
                 old = spans.get(ref)
                 spans[ref] = (min(s, old[0]), max(e, old[1])) if old else (s, e)
     citations = tuple(_citation(by_id[ref], s, e) for ref, (s, e) in spans.items())
-    text = _marked(paras, marks) if marks else ""
-    return Verification(tuple(sentences), citations, supported, unsupported, tuple(dict.fromkeys(rejected_all)), text)
+    if not (drop and supported):
+        cuts = []
+    for i in cut_at if cuts else ():
+        sentences[i] = dataclasses.replace(sentences[i], dropped=True)
+    text = _edited(paras, marks, cuts) if marks or cuts else ""
+    rejected = tuple(dict.fromkeys(rejected_all))
+    return Verification(tuple(sentences), citations, supported, unsupported, rejected, text, len(cuts))
 
 
 def _attribute(weights: TermWeights, tokens: Mapping[str, set[str]]) -> tuple[str, float]:
@@ -147,12 +169,16 @@ def _attribute(weights: TermWeights, tokens: Mapping[str, set[str]]) -> tuple[st
     return best, share
 
 
-def _marked(paras: list[str], marks: Sequence[tuple[int, int, str]]) -> str:
-    """The paragraphs with ``[ref:...]`` written after each attributed claim, joined again."""
+def _edited(paras: list[str], marks: Sequence[tuple[int, int, str]], cuts: Sequence[tuple[int, int, int]]) -> str:
+    """The paragraphs with ``[ref:...]`` written after each attributed claim and each cut claim
+    taken out, joined again; a paragraph or list item left empty goes too."""
+    edits = [(para, end, end, f" [ref:{chunk_id}]") for para, end, chunk_id in marks]
+    edits += [(para, end, start, "") for para, start, end in cuts]
     out = list(paras)
-    for para, end, chunk_id in sorted(marks, reverse=True):  # from the end, so offsets hold
-        out[para] = f"{out[para][:end]} [ref:{chunk_id}]{out[para][end:]}"
-    return "\n\n".join(out)
+    for para, end, start, insert in sorted(edits, reverse=True):  # from the end, so offsets hold
+        out[para] = out[para][:start] + insert + out[para][end:]
+    kept = (_EMPTY_ITEM.sub("", p) for p in out)
+    return "\n\n".join(p for p in (re.sub(r"[ \t]{2,}", " ", k).strip() for k in kept) if p)
 
 
 def evidence_tokens(text: str) -> set[str]:

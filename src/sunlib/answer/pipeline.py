@@ -106,7 +106,7 @@ class Asker:
         context_stage, write_stage, verify_stage = (
             ContextStage(settings, store),
             WriteStage(settings, writer),
-            VerifyStage(),
+            VerifyStage(settings),
         )
         self.stages: tuple[Stage[Any, Any] | Round, ...] = (
             route_stage,
@@ -241,8 +241,9 @@ class Asker:
             confidence_level=level,
             sources=source_cards(checked.citations, notes),
             sentences=checked.sentences,
-            unsupported=checked.unsupported,
+            unsupported=checked.unsupported - checked.dropped,
             refusals=_part_refusals(o),
+            dropped=checked.dropped,
         )
 
     def _known(self, who: tuple[str, ...], filters: SearchFilters | None) -> Callable[[Sequence[str]], bool]:
@@ -291,7 +292,8 @@ class Asker:
             confidence_level=sel.level,
             sources=source_cards(checked.citations, notes),
             sentences=checked.sentences,
-            unsupported=checked.unsupported,
+            unsupported=checked.unsupported - checked.dropped,
+            dropped=checked.dropped,
         )
 
     def _finish(

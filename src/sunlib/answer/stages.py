@@ -491,18 +491,23 @@ class VerifyStage(Stage[VerifyIn, Verification]):
     output = "verification"
     steps = (Step.VERIFY,)
 
+    def __init__(self, settings: Settings) -> None:
+        self.drop = settings.answer.unsupported == "drop"
+
     def run(self, inp: VerifyIn, tracer: Tracer) -> Verification:
         draft = inp.written.draft
         assert draft is not None  # a failed write halts the run before this stage
         with tracer.step(Step.VERIFY, f"{len(draft.text)} characters") as step:
             echo = any(f in draft.text for f in inp.context.fence.split("\n") if f)  # the prompt's fence lines
-            checked = verify(draft.text, inp.context.evidence, attribute=not echo)
+            checked = verify(draft.text, inp.context.evidence, attribute=not echo, drop=self.drop)
             step.done(
-                f"{checked.supported} supported, {checked.unsupported} unsupported, "
-                f"{len(checked.citations)} citations"
+                f"{checked.supported} supported, {checked.unsupported} unsupported"
+                + (f" ({checked.dropped} dropped)" if checked.dropped else "")
+                + f", {len(checked.citations)} citations"
                 + (f", {len(checked.rejected_refs)} refs rejected" if checked.rejected_refs else ""),
                 status="warning" if checked.unsupported or checked.rejected_refs else "ok",
                 sentences=[to_jsonable(s) for s in checked.sentences],
                 rejected_refs=list(checked.rejected_refs),
+                dropped=checked.dropped,
             )
         return checked

@@ -123,11 +123,15 @@ def print_answer(result: AskResult, saved: bool = True) -> None:
         return
     numbers = {c.chunk_id: i for i, c in enumerate(frame.citations, 1)}
     out.print(_numbered(frame, numbers))
-    unsupported = [s for s in frame.sentences if not s.supported and s.refs is not None]
+    unsupported = [s for s in frame.sentences if not s.supported and not s.dropped]
     if frame.unsupported:
         out.print(f"[yellow]{frame.unsupported} sentence(s) not supported by their citations:[/]")
         for s in unsupported[:5]:
             out.print(f"  [yellow]?[/] {escape(s.text)}")
+    if frame.dropped:
+        out.print(f"[dim]{frame.dropped} unsupported sentence(s) dropped by the citation verifier:[/]")
+        for s in [s for s in frame.sentences if s.dropped][:5]:
+            out.print(f"  [dim]- {escape(s.text)}[/]")
     if frame.citations:
         out.print("\n[bold]citations[/]")
     for c in frame.citations:

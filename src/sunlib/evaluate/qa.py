@@ -14,8 +14,9 @@ question goes through the real ask pipeline (``Library.ask``), and:
   citations whose chunk contains one);
 * ``refusal_rate``: unanswerable questions refused; ``false_refusal_rate``:
   answerable questions refused;
-* ``unsupported_claim_rate``: answer claims the verifier did not support, over all
-  claims of answered questions;
+* ``unsupported_claim_rate``: claims left in the delivered answers that the verifier did not
+  support, over all their claims (answered questions); ``dropped_claim_rate``: the drafts' claims
+  the verifier took out (``[answer] unsupported = "drop"``), over all the drafts' claims;
 * ``keyword_coverage``: gold phrases that appear in the answer text;
 * ``answer_span_hit``: a gold phrase appears in the selected evidence;
 * ``judge_refused`` / ``judge_no_verdict``: how many questions the answerability judge
@@ -75,6 +76,7 @@ METRIC_KEYS = (
     "keyword_coverage",
 )
 EXTRA_KEYS = (
+    "dropped_claim_rate",
     "citation_precision",
     "answer_span_hit",
     "latency_ms_p50",
@@ -92,6 +94,7 @@ HIGHER_IS_BETTER = {
     "refusal_rate": True,
     "false_refusal_rate": False,
     "unsupported_claim_rate": False,
+    "dropped_claim_rate": False,
     "keyword_coverage": True,
     "citation_precision": True,
     "answer_span_hit": True,
@@ -233,7 +236,7 @@ def run_case(
     selected_paths = [r.path for r in selected_rows]
     texts = {ev.chunk_id: ev.text for ev in frame.evidence}
     cited = [texts.get(c.chunk_id, c.quote) for c in frame.citations]
-    counted = [s for s in frame.sentences if s.refs or not s.supported]
+    counted = [s for s in frame.sentences if (s.refs or not s.supported) and not s.dropped]
     judge = next((s for s in result.trace.steps if s.name == Step.JUDGE and s.status != "skipped"), None)
     grade = None
     if grader is not None:
@@ -256,6 +259,7 @@ def run_case(
         "citations": len(cited),
         "claims": len(counted),
         "unsupported": frame.unsupported,
+        "dropped": frame.dropped,
         "keyword_coverage": (
             sum(_norm(p) in _norm(frame.answer) for p in case.gold_phrases) / len(case.gold_phrases)
             if case.gold_phrases
@@ -321,6 +325,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     answered = [r for r in ans if not r["refused"]]
     all_answered = [r for r in rows if not r["refused"]]
     claims = sum(r["claims"] for r in all_answered)
+    dropped = sum(r.get("dropped", 0) for r in all_answered)  # rows saved before the field: none
     citations = sum(r["citations"] for r in answered)
     latencies = [r["latency_ms"] for r in rows]
     return {
@@ -329,6 +334,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "refusal_rate": _mean([float(r["refused"]) for r in unans]),
         "false_refusal_rate": _mean([float(r["refused"]) for r in ans]),
         "unsupported_claim_rate": round(sum(r["unsupported"] for r in all_answered) / claims, 4) if claims else None,
+        "dropped_claim_rate": round(dropped / (claims + dropped), 4) if claims + dropped else None,
         "keyword_coverage": _mean([r["keyword_coverage"] for r in answered if r["keyword_coverage"] is not None]),
         "citation_precision": round(sum(r["citations_with_gold"] for r in answered) / citations, 4)
         if citations

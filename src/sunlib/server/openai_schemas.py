@@ -109,6 +109,10 @@ class SunlibOut(BaseModel):
     question: str = Field(description="the question the pipeline ran on (a follow-up made standalone)")
     follow_up: FollowUpOut | None
     unverified_markers: list[int] = Field(description="[n] markers the citation verifier did not accept")
+    dropped: list[str] = Field(
+        default_factory=list,
+        description="sentences the citation verifier took out of the answer (a stream sent them before the check)",
+    )
     usage: Literal["estimated", "reported"]
 
 

@@ -183,6 +183,7 @@ def sunlib_out(result: AskResult, order: dict[str, int], usage: str) -> SunlibOu
         question=frame.question,
         follow_up=FollowUpOut(**rewrite) if rewrite else None,
         unverified_markers=sorted(n for chunk_id, n in order.items() if chunk_id not in cited),
+        dropped=[s.text for s in frame.sentences if s.dropped],
         usage=usage,
     )
 

@@ -154,6 +154,7 @@ def api_events(kind: str, data: Any) -> list[tuple[str, Any]]:
         "refusal_reason": frame.refusal_reason,
         "refusals": to_jsonable(frame.refusals),
         "unsupported": frame.unsupported,
+        "dropped": frame.dropped,
         "run_id": result.run_id,
         "conversation_id": result.conversation_id,
         "total_ms": result.trace.total_ms,

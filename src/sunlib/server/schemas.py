@@ -201,6 +201,7 @@ class SentenceOut(Out):
     threshold: float
     rejected_refs: list[str]
     attributed: bool = Field(False, description="it cited nothing; the verifier found the passage it quotes")
+    dropped: bool = Field(False, description="unsupported, and taken out of the answer text")
 
 
 class RefusalOut(Out):
@@ -223,7 +224,8 @@ class FrameOut(Out):
     confidence_level: str
     sources: list[SourceCardOut]
     sentences: list[SentenceOut]
-    unsupported: int
+    unsupported: int = Field(description="unsupported sentences left in the answer (0 when they are dropped)")
+    dropped: int = Field(0, description="unsupported sentences the citation verifier took out of the answer")
     version: int
     refusals: list[RefusalOut] = Field(description="one record per reason to refuse; empty for an answer")
 

@@ -404,6 +404,7 @@
       const level = data.confidence_level || "high";
       setBadge(data.route === "direct" ? "Direct reply" : `Answered · ${level} confidence`, `ok ${level}`);
       if (data.unsupported) meta.push(`${data.unsupported} sentence(s) not supported by the cited text`);
+      if (data.dropped) meta.push(`${data.dropped} unsupported sentence(s) dropped by the citation verifier`);
     }
     if (typeof data.confidence === "number") meta.push(`confidence ${fmtNum(data.confidence)}`);
     if (typeof data.total_ms === "number") meta.push(fmtMs(data.total_ms));
