@@ -9,7 +9,7 @@ import pytest
 
 from conftest import e5_spaces, load_saved_vectors, waiting_chunks
 from sunlib import Library
-from sunlib.answer.citations import ATTRIBUTION_THRESHOLD, claims, verify
+from sunlib.answer.citations import ATTRIBUTION_THRESHOLD, claims, verify, without_repeats
 from sunlib.answer.context import Budget, build_context
 from sunlib.answer.router import RuleRouter, language
 from sunlib.contracts import Evidence
@@ -185,6 +185,18 @@ def test_drop_takes_unsupported_claims_out_and_keeps_the_rest_as_written() -> No
     # nothing supported: nothing is dropped, the draft is refused whole by the pipeline
     invented = verify("Bananas are yellow and grow in tropical countries [ref:chk_a].", evidence, drop=True)
     assert (invented.supported, invented.dropped, invented.text) == (0, 0, "")
+
+
+def test_sentences_an_earlier_part_said_are_said_once() -> None:
+    first = "Chunks are 800 characters. [ref:chk_a] Overlap is 100. [ref:chk_a]"
+    second = "Overlap  is 100. [ref:chk_b] Windows are fixed. [ref:chk_b]\n\nChunks are 800 characters.[ref:chk_c]"
+    third = "切分默认 800 字。 [ref:chk_d]切分默认 800 字。 [ref:chk_e]"
+    assert without_repeats([first, second, third, "Chunks are 800 characters. [ref:chk_a]"]) == [
+        first,  # as written, markers and spacing kept
+        "Windows are fixed. [ref:chk_b]",  # the same words with other markers or spacing: said already
+        "切分默认 800 字。 [ref:chk_d]",
+        "",
+    ]
 
 
 def test_context_is_budgeted_grouped_and_fenced() -> None:

@@ -32,7 +32,7 @@ from ..contracts import BuiltContext, Evidence, Hit
 from ..providers import ChatModel
 from ..steps import Step
 from ..trace import StepRecorder, Tracer
-from .citations import Verification
+from .citations import Verification, without_repeats
 from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
 from .plan import PartPlan, Plan, narrowed
 from .planner import PlanStage
@@ -408,7 +408,9 @@ class AgenticLoop:
             return context, drafts[0]
         first = good[0].draft
         assert first is not None
-        text = "\n\n".join(w.draft.text.strip() for w in good if w.draft is not None)
+        # parts share evidence, so their drafts can say the same sentence: it is said once
+        parts = without_repeats([w.draft.text for w in good if w.draft is not None])
+        text = "\n\n".join(t for t in parts if t)
         tokens = (sum(w.draft.tokens_in for w in good if w.draft), sum(w.draft.tokens_out for w in good if w.draft))
         draft = dataclasses.replace(first, text=text, tokens_in=tokens[0], tokens_out=tokens[1])
         return context, Written(draft, None, good[0].confidence_note)

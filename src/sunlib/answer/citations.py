@@ -53,6 +53,7 @@ SHORT_THRESHOLD = 0.55
 LONG_THRESHOLD = 0.45
 ATTRIBUTION_THRESHOLD = 0.7
 _EMPTY_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])?[ \t]*(?:\n|$)", re.M)  # a line left with no text
+_LEADING_REFS = re.compile(r"(?:\s*\[ref:[^\]\n]{1,80}\])+")
 _REFS_AFTER_END = re.compile(r"([.!?。！？；]+)(\s*)((?:\[ref:[^\]\n]{1,80}\]\s*)+)")
 
 
@@ -76,13 +77,47 @@ class _Claim:
     end: int  # where its last sentence ends in that paragraph (an attributed marker goes there)
 
 
+def _paragraphs(answer: str) -> list[str]:
+    """The answer's paragraphs, refs written after a sentence's end moved before it."""
+    return [
+        _REFS_AFTER_END.sub(lambda m: f"{m.group(3).strip()}{m.group(1)}{m.group(2) or ' '}", para)
+        for para in re.split(r"\n\s*\n", answer)
+    ]
+
+
+def without_repeats(drafts: Sequence[str]) -> list[str]:
+    """The drafts with every sentence that an earlier one (or an earlier place in the same draft)
+    already says taken out, compared without markers and whitespace, each kept sentence as written
+    with its markers; a draft left empty is "". The agentic loop writes one draft per part over
+    overlapping evidence (answer/agentic.py)."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for draft in drafts:
+        paras = []
+        for para in re.split(r"\n\s*\n", draft):
+            starts: list[int] = []
+            for s, _ in sentence_spans(para):  # markers after a sentence's end belong to it
+                lead = _LEADING_REFS.match(para, s)
+                if lead is not None and starts:
+                    s = len(para) - len(para[lead.end() :].lstrip())
+                if s < len(para) and (not starts or s > starts[-1]):
+                    starts.append(s)
+            kept = []
+            for s, e in zip(starts, [*starts[1:], len(para)], strict=True):
+                key = "".join(strip_refs(para[s:e]).split())
+                if key and key not in seen:
+                    seen.add(key)
+                    kept.append(para[s:e])
+            paras.append("".join(kept).strip())
+        out.append("\n\n".join(p for p in paras if p))
+    return out
+
+
 def _claims(answer: str) -> tuple[list[str], list[_Claim]]:
     """The answer's paragraphs (refs after a sentence's end moved before it) and its claims."""
-    paras: list[str] = []
+    paras = _paragraphs(answer)
     out: list[_Claim] = []
-    for i, para in enumerate(re.split(r"\n\s*\n", answer)):
-        para = _REFS_AFTER_END.sub(lambda m: f"{m.group(3).strip()}{m.group(1)}{m.group(2) or ' '}", para)
-        paras.append(para)
+    for i, para in enumerate(paras):
         pending: list[tuple[str, int, int]] = []
         for s, e in sentence_spans(para):
             sentence = para[s:e]
