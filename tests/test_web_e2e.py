@@ -425,3 +425,21 @@ def test_ui_is_three_static_files_that_never_build_html_from_data() -> None:
         assert sink not in files["app.js"], sink
     for step in Step:  # the step names come from GET /api/steps
         assert f'"{step}"' not in files["app.js"] and f"'{step}'" not in files["app.js"], step
+
+
+def test_a_streamed_sentence_the_verifier_drops_leaves_the_answer(
+    streaming_server: str, llm: ChatServer, page: Any
+) -> None:
+    invented = "Tomatoes also sing to the moon every night."
+
+    def reply(body: dict[str, Any]) -> str:
+        (chunk_id,) = [cid for cid, src in llm_sources(llm_user_message(body)).items() if TOMATOES in src["text"]]
+        return f"{TOMATOES} [ref:{chunk_id}] {invented} [ref:{chunk_id}]"
+
+    llm.writer = LLMScript(reply=reply, delta_size=8)
+    page.goto(streaming_server + "/")
+    assert ask(page, "What do tomatoes need?") == "answered"
+    # the draft streamed whole; the verified answer shown at the end holds only what its citation says
+    assert norm(page.inner_text("#answer-text")).startswith(norm(TOMATOES))
+    assert "moon" not in page.inner_text("#answer-text")
+    assert "1 unsupported sentence(s) dropped by the citation verifier" in page.inner_text("#answer-meta")

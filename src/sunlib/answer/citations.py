@@ -54,7 +54,6 @@ LONG_THRESHOLD = 0.45
 ATTRIBUTION_THRESHOLD = 0.7
 _EMPTY_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])?[ \t]*(?:\n|$)", re.M)  # a line left with no text
 _LEADING_REFS = re.compile(r"(?:\s*\[ref:[^\]\n]{1,80}\])+")
-_REFS_AFTER_END = re.compile(r"([.!?。！？；]+)(\s*)((?:\[ref:[^\]\n]{1,80}\]\s*)+)")
 
 
 @dataclass(frozen=True)
@@ -77,12 +76,17 @@ class _Claim:
     end: int  # where its last sentence ends in that paragraph (an attributed marker goes there)
 
 
-def _paragraphs(answer: str) -> list[str]:
-    """The answer's paragraphs, refs written after a sentence's end moved before it."""
-    return [
-        _REFS_AFTER_END.sub(lambda m: f"{m.group(3).strip()}{m.group(1)}{m.group(2) or ' '}", para)
-        for para in re.split(r"\n\s*\n", answer)
-    ]
+def _units(para: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of a paragraph as written, the markers after its end
+    included: a unit ends where the next begins (the last at the paragraph's end)."""
+    starts: list[int] = []
+    for s, _ in sentence_spans(para):
+        lead = _LEADING_REFS.match(para, s)
+        if lead is not None and starts:  # "... end. [ref:x] Next": the marker belongs to "... end."
+            s = len(para) - len(para[lead.end() :].lstrip())
+        if s < len(para) and (not starts or s > starts[-1]):
+            starts.append(s)
+    return list(zip(starts, [*starts[1:], len(para)], strict=True))
 
 
 def without_repeats(drafts: Sequence[str]) -> list[str]:
@@ -95,15 +99,8 @@ def without_repeats(drafts: Sequence[str]) -> list[str]:
     for draft in drafts:
         paras = []
         for para in re.split(r"\n\s*\n", draft):
-            starts: list[int] = []
-            for s, _ in sentence_spans(para):  # markers after a sentence's end belong to it
-                lead = _LEADING_REFS.match(para, s)
-                if lead is not None and starts:
-                    s = len(para) - len(para[lead.end() :].lstrip())
-                if s < len(para) and (not starts or s > starts[-1]):
-                    starts.append(s)
             kept = []
-            for s, e in zip(starts, [*starts[1:], len(para)], strict=True):
+            for s, e in _units(para):
                 key = "".join(strip_refs(para[s:e]).split())
                 if key and key not in seen:
                     seen.add(key)
@@ -114,15 +111,15 @@ def without_repeats(drafts: Sequence[str]) -> list[str]:
 
 
 def _claims(answer: str) -> tuple[list[str], list[_Claim]]:
-    """The answer's paragraphs (refs after a sentence's end moved before it) and its claims."""
-    paras = _paragraphs(answer)
+    """The answer's paragraphs and its claims."""
+    paras = re.split(r"\n\s*\n", answer)
     out: list[_Claim] = []
     for i, para in enumerate(paras):
         pending: list[tuple[str, int, int]] = []
-        for s, e in sentence_spans(para):
-            sentence = para[s:e]
-            refs = REF.findall(sentence)
-            pending.append((strip_refs(sentence), s, s + len(sentence.rstrip())))
+        for s, e in _units(para):
+            unit = para[s:e]
+            refs = REF.findall(unit)
+            pending.append((strip_refs(unit), s, s + len(unit.rstrip())))
             if refs:
                 text = " ".join(t for t, _, _ in pending)
                 out.append(_Claim(text, list(dict.fromkeys(refs)), i, pending[0][1], pending[-1][2]))
@@ -208,12 +205,16 @@ def _edited(paras: list[str], marks: Sequence[tuple[int, int, str]], cuts: Seque
     """The paragraphs with ``[ref:...]`` written after each attributed claim and each cut claim
     taken out, joined again; a paragraph or list item left empty goes too."""
     edits = [(para, end, end, f" [ref:{chunk_id}]") for para, end, chunk_id in marks]
-    edits += [(para, end, start, "") for para, start, end in cuts]
+    edits += [(para, end + _blank_after(paras[para], end), start, "") for para, start, end in cuts]
     out = list(paras)
     for para, end, start, insert in sorted(edits, reverse=True):  # from the end, so offsets hold
         out[para] = out[para][:start] + insert + out[para][end:]
-    kept = (_EMPTY_ITEM.sub("", p) for p in out)
-    return "\n\n".join(p for p in (re.sub(r"[ \t]{2,}", " ", k).strip() for k in kept) if p)
+    return "\n\n".join(p for p in (_EMPTY_ITEM.sub("", k).strip() for k in out) if p)
+
+
+def _blank_after(text: str, at: int) -> int:
+    """How many spaces and tabs follow ``text[at]``."""
+    return len(text[at:]) - len(text[at:].lstrip(" \t"))
 
 
 def evidence_tokens(text: str) -> set[str]:
