@@ -16,7 +16,7 @@ from llm_server import ChatServer, system_message
 from sunlib import Library
 from sunlib.answer.agentic import TRANSITIONS
 from sunlib.answer.plan import infer_scope
-from sunlib.answer.planner import PLAN_MARK, parse_plan
+from sunlib.answer.planner import PLAN_BILINGUAL, PLAN_MARK, parse_plan
 from sunlib.answer.rewrite import keyword_form, other_language
 from sunlib.contracts import AskResult, SearchFilters, StepTrace, Turn
 from sunlib.evaluate import evaluate_rag, load_qa
@@ -158,7 +158,10 @@ GOOD_PLAN = {
 
 def _planned(lib: Library, server: ChatServer, reply: str) -> AskResult:
     def answer(body: dict[str, Any]) -> str:
-        assert system_message(body).startswith(PLAN_MARK)
+        system = system_message(body)
+        assert system.startswith(PLAN_MARK)
+        # the sample vault holds English and Chinese notes: the model is asked for a translated query
+        assert system.endswith(PLAN_BILINGUAL)
         return reply
 
     server.writer.reply = answer

@@ -40,6 +40,12 @@ PLAN_PROMPT = (
     '{{"sub_questions": [{{"question": "...", "queries": ["..."], "language": null, "folder": null, '
     '"tag": null, "heading": null}}]}}. A rule-based split, for reference: {rules}'
 )
+# in a vault with notes in both languages (the rules' rewrite has an other-language variant): a
+# model translates a sub-question far better than the bundled dictionary's word-by-word variant
+PLAN_BILINGUAL = (
+    " The notes are written in English and in Chinese, and a fact may be in either: make one of each "
+    "sub-question's queries a translation into the language the question is not written in."
+)
 
 
 class LLMPart(BaseModel):
@@ -113,8 +119,9 @@ class PlanStage(Stage[PlanIn, Plan]):
         assert self.chat is not None
         cap = self.settings.answer.agentic_parts
         listed = json.dumps([p.part.text for p in rules.parts], ensure_ascii=False)
+        system = PLAN_PROMPT.format(cap=cap, rules=listed) + (PLAN_BILINGUAL if inp.rewrites.variant else "")
         request = ChatRequest(
-            (ChatMessage.system(PLAN_PROMPT.format(cap=cap, rules=listed)), ChatMessage.user(inp.question.text)),
+            (ChatMessage.system(system), ChatMessage.user(inp.question.text)),
             temperature=0.0,
             max_tokens=600,
         )
