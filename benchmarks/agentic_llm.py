@@ -64,6 +64,9 @@ def main() -> None:
     ap.add_argument("--report", type=Path)
     ap.add_argument("--unsupported", choices=("drop", "mark"), default="drop", help="[answer] unsupported")
     ap.add_argument(
+        "--writer", choices=("openai", "extractive"), default="openai", help="extractive: the model only plans"
+    )
+    ap.add_argument(
         "--seconds", type=float, default=600.0, help="the loop's time budget (agentic_seconds; sunlib: 30 s)"
     )
     args = ap.parse_args()
@@ -78,7 +81,7 @@ def main() -> None:
         llm = {"base_url": url, "model": model, "timeout_s": 900, "max_retries": 0, "n_threads": 1}
         # A model that reads ~20 prompt tokens a second spends sunlib's default 30 s on its plan alone.
         answer = {
-            "writer": "openai",
+            "writer": args.writer,
             "planner": "llm",
             "judge": args.judge,
             "agentic_seconds": args.seconds,
@@ -94,6 +97,7 @@ def main() -> None:
             "model": model,
             "gguf": args.gguf.name,
             "mode": args.mode,
+            "writer": args.writer,
             "questions": len(cases),
             "seconds": round(seconds, 1),
             "plans": planned,
