@@ -129,8 +129,9 @@ def test_verifier_checks_each_claim_against_what_it_cites() -> None:
     assert result.rejected_refs == ("chk_c",)  # not in the context
     assert result.unsupported == 2
     assert {c.chunk_id for c in result.citations} == {"chk_a", "chk_b"}
-    # refs written after the full stop belong to that sentence
-    assert claims("Vectors are stored per space. [ref:chk_b] Next.")[0] == ("Vectors are stored per space.", ["chk_b"])
+    # refs written after the full stop belong to that sentence, with a space or without
+    for written in ("per space. [ref:chk_b] Next.", "per space.[ref:chk_b] Next.", "per space [ref:chk_b]. Next."):
+        assert claims("Vectors are stored " + written) == [("Vectors are stored per space.", ["chk_b"]), ("Next.", [])]
 
 
 def test_a_claim_citing_nothing_is_attributed_only_to_a_passage_that_nearly_quotes_it() -> None:

@@ -54,6 +54,7 @@ LONG_THRESHOLD = 0.45
 ATTRIBUTION_THRESHOLD = 0.7
 _EMPTY_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])?[ \t]*(?:\n|$)", re.M)  # a line left with no text
 _LEADING_REFS = re.compile(r"(?:\s*\[ref:[^\]\n]{1,80}\])+")
+_REFS_AFTER_END = re.compile(r"[.!?。！？；]+" + _LEADING_REFS.pattern)
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,18 @@ class _Claim:
 
 def _units(para: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence of a paragraph as written, the markers after its end
-    included: a unit ends where the next begins (the last at the paragraph's end)."""
-    starts: list[int] = []
-    for s, _ in sentence_spans(para):
+    included ("... end. [ref:x] Next", "... end.[ref:x] Next": the marker belongs to "... end."):
+    a unit ends where the next begins, the last at the paragraph's end."""
+    spans = sentence_spans(para)
+    if not spans:
+        return []
+    starts = {spans[0][0]}
+    for s, _ in spans[1:]:
         lead = _LEADING_REFS.match(para, s)
-        if lead is not None and starts:  # "... end. [ref:x] Next": the marker belongs to "... end."
-            s = len(para) - len(para[lead.end() :].lstrip())
-        if s < len(para) and (not starts or s > starts[-1]):
-            starts.append(s)
-    return list(zip(starts, [*starts[1:], len(para)], strict=True))
+        starts.add(lead.end() if lead is not None else s)
+    starts.update(m.end() for m in _REFS_AFTER_END.finditer(para, spans[0][0]))
+    ordered = sorted(s for s in {len(para) - len(para[s:].lstrip()) for s in starts} if s < len(para))
+    return list(zip(ordered, [*ordered[1:], len(para)], strict=True))
 
 
 def without_repeats(drafts: Sequence[str]) -> list[str]:
@@ -213,7 +217,7 @@ def _edited(paras: list[str], marks: Sequence[tuple[int, int, str]], cuts: Seque
 
 
 def _blank_after(text: str, at: int) -> int:
-    """How many spaces and tabs follow ``text[at]``."""
+    """How many spaces and tabs start at ``text[at]``."""
     return len(text[at:]) - len(text[at:].lstrip(" \t"))
 
 
