@@ -111,11 +111,14 @@ def _ev(chunk_id: str, text: str, score: float = 1.0, note: str = "n1", heading:
     return Evidence(0, chunk_id, note, f"{note}.md", note, heading, text, score, 0, len(text), 1, 1, 0)
 
 
+TWO_PASSAGES = [
+    _ev("chk_a", "The gate refuses questions whose evidence score is below the calibrated threshold."),
+    _ev("chk_b", "Vectors are stored in one sqlite-vec table per embedding space."),
+]
+
+
 def test_verifier_checks_each_claim_against_what_it_cites() -> None:
-    evidence = [
-        _ev("chk_a", "The gate refuses questions whose evidence score is below the calibrated threshold."),
-        _ev("chk_b", "Vectors are stored in one sqlite-vec table per embedding space."),
-    ]
+    evidence = TWO_PASSAGES
     answer = (
         "The gate refuses questions below the calibrated threshold [ref:chk_a]. "
         "Vectors live in one sqlite-vec table per embedding space [ref:chk_b][ref:chk_a][ref:chk_c]. "
@@ -135,10 +138,7 @@ def test_verifier_checks_each_claim_against_what_it_cites() -> None:
 
 
 def test_a_claim_citing_nothing_is_attributed_only_to_a_passage_that_nearly_quotes_it() -> None:
-    evidence = [
-        _ev("chk_a", "The gate refuses questions whose evidence score is below the calibrated threshold."),
-        _ev("chk_b", "Vectors are stored in one sqlite-vec table per embedding space."),
-    ]
+    evidence = TWO_PASSAGES
     answer = (
         "Vectors are stored in one sqlite-vec table per embedding space. "  # a quote of chk_b, no marker
         "The gate refuses questions whose evidence score is low and logs them to a file.\n\n"  # 5 of 8 terms
@@ -159,10 +159,7 @@ def test_a_claim_citing_nothing_is_attributed_only_to_a_passage_that_nearly_quot
 
 
 def test_drop_takes_unsupported_claims_out_and_keeps_the_rest_as_written() -> None:
-    evidence = [
-        _ev("chk_a", "The gate refuses questions whose evidence score is below the calibrated threshold."),
-        _ev("chk_b", "Vectors are stored in one sqlite-vec table per embedding space."),
-    ]
+    evidence = TWO_PASSAGES
     answer = (
         "The gate refuses questions below the calibrated threshold [ref:chk_a]. "
         "Bananas are yellow and grow in tropical countries [ref:chk_a].\n\n"
