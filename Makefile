@@ -31,8 +31,8 @@ demo: install
 	SUNLIB_HOME=$(DEMO_HOME) SUNLIB_INDEX_DIR=$(DEMO_HOME)/index $(SUNLIB) serve --vault src/sunlib/sample_vault
 
 lint: install
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/ruff format --check src tests benchmarks tools
 
 typecheck: install
 	$(VENV)/bin/mypy

@@ -157,7 +157,13 @@ def step(result: Any, name: str) -> Any:
     return found
 
 
-OPEN_GATE = {"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+OPEN_GATE = {
+    "writer": "openai",
+    "router": "rules",
+    "gate_threshold": 0.0,
+    "reader_threshold": 0.0,
+    "gate_threshold_bm25": 0.0,
+}
 
 
 @contextlib.contextmanager

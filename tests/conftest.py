@@ -281,7 +281,9 @@ def browser() -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     """A fresh page; the test fails when the page raised a JavaScript error."""
-    context = browser.new_context(viewport=VIEWPORT)
+    # bypass_csp: playwright's wait_for_function evaluates its predicate as a string, which the UI's
+    # script-src 'self' refuses; the policy itself is tested in a context of its own (test_web_e2e.py)
+    context = browser.new_context(viewport=VIEWPORT, bypass_csp=True)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -69,6 +69,7 @@ TOKENS: dict[str, list[str]] = {
 # gates open, expansion on, small chunks: neighbour expansion happens in most answers
 ANSWER = {
     "gate_threshold": 0.0,
+    "reader_threshold": 0.0,
     "gate_threshold_bm25": 0.0,
     "answerable_threshold": 0.0,
     "expand_threshold": 0.0,

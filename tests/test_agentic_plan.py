@@ -22,7 +22,7 @@ from sunlib.contracts import AskResult, SearchFilters, StepTrace, Turn
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.steps import Step
 
-OPEN = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
+OPEN = {"gate_threshold": 0.0, "reader_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
 COMPARISON = "How does the fixed-window chunker differ from the e5 embedding model?"
 
 

@@ -71,6 +71,19 @@ def test_unanswerable_is_refused_with_reason(e5_library: Library) -> None:
 
 
 @pytest.mark.slow
+def test_a_chinese_question_is_refused_in_chinese(e5_library: Library) -> None:
+    result = e5_library.ask("sunlib 内置的网页服务器默认监听哪个端口？", save=False)
+    frame = result.frame
+    assert frame.refused
+    assert frame.answer.startswith("无法根据你的笔记回答这个问题：")
+    reason = frame.refusal_reason or ""
+    assert reason.startswith(("门限分数", "选中的段落", "问题问的是")), reason  # the Chinese messages
+    for english in ("gate score", "no selected passage", "the question", "not in the evidence"):
+        assert english not in frame.answer
+    assert "；".join(r.message for r in frame.refusals) == reason
+
+
+@pytest.mark.slow
 def test_runs_are_saved_and_readable_only_by_their_principals(e5_library: Library) -> None:
     mine = e5_library.ask("How do I install the optional minilm embedding model?", principals=["public", "ops"])
     assert e5_library.store.get_run(mine.run_id, ["public", "ops"]) is not None
@@ -90,7 +103,7 @@ def test_acl_holds_for_answers(hash_library: Library) -> None:
     for step in public.trace.steps:
         assert "internal/ops-runbook.md" not in repr(step.details)
     open_gate = hash_library.with_settings(
-        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
+        answer={"gate_threshold": 0.0, "reader_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
     )
     ops = open_gate.ask(question, principals=["public", "ops"])
     assert any(e.path == "internal/ops-runbook.md" for e in ops.frame.evidence)
@@ -223,6 +236,7 @@ def test_context_is_budgeted_grouped_and_fenced() -> None:
 def test_expansion_adds_neighbours_of_strong_seeds_only(hash_library: Library) -> None:
     answer = {
         "gate_threshold": 0.0,
+        "reader_threshold": 0.0,
         "gate_threshold_bm25": 0.0,
         "answerable_threshold": 0.0,
         "expand_threshold": 0.9,
@@ -245,6 +259,7 @@ def test_min_score_and_top_k(hash_library: Library) -> None:
     lib = hash_library.with_settings(
         answer={
             "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
             "gate_threshold_bm25": 0.0,
             "answerable_threshold": 0.0,
             "min_score": 0.6,
@@ -297,4 +312,6 @@ def test_the_saved_sample_vault_vectors_are_the_models_output(e5_library: Librar
         assert all(sha256_hex(t) == h for h, t in zip(hashes, texts, strict=True))
         sample = list(range(0, len(hashes), max(1, len(hashes) // 4)))[:4]  # a few, spread over the file
         fresh = embedder.embed([texts[i] for i in sample])
-        assert np.allclose(fresh, vectors[sample], atol=1e-4), f"{space.name}: the model's vectors moved; {hint}"
+        # 2e-3: the 4-bit engine's float results differ by a few 1e-4 between CPUs (FMA, vector width);
+        # another text or model moves components by 1e-2 and more
+        assert np.allclose(fresh, vectors[sample], atol=2e-3), f"{space.name}: the model's vectors moved; {hint}"

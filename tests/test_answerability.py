@@ -163,7 +163,7 @@ def small_library(tmp_path: Path) -> Library:
     lib = Library.open(
         vault,
         embedding={"provider": "hash"},
-        answer={"gate_threshold": 0.0, "answerable_threshold": 0.0, "min_score": 0.0},
+        answer={"gate_threshold": 0.0, "reader_threshold": 0.0, "answerable_threshold": 0.0, "min_score": 0.0},
     )
     lib.index()
     return lib
@@ -453,3 +453,17 @@ def test_the_writer_leaves_out_units_far_below_the_best() -> None:
     evidence = [_ev(1, "chk_meant", meant, 1.0), _ev(2, "chk_other", other, 0.2)]
     draft = ExtractiveWriter(USE).write(_request("How can I make indexing go faster?", evidence, 4))
     assert draft.text == f"{meant} [ref:chk_meant]" and len(draft.details["quoted"]) == 1
+
+
+def test_a_name_in_the_heading_path_counts_as_evidence(hash_library: Library) -> None:
+    """Round 3, item 20: a name the question frames may live only in the chunk's heading."""
+    note = hash_library.vault / "guide" / "headers.md"
+    note.write_text(
+        "# HTTP headers\n\n## Cache-Control\n\nSet max-age to let browsers keep a page for a while.\n", "utf-8"
+    )
+    hash_library.index()
+    lib = hash_library.with_settings(
+        answer={"gate": "score", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "check_names": True}
+    )
+    result = lib.ask("What does Cache-Control max-age do?", save=False)
+    assert "missing_name" not in [r.code for r in result.frame.refusals], result.frame.refusal_reason

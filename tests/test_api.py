@@ -316,7 +316,13 @@ def test_stream_refused_event_sequence(e5_api: Api) -> None:
 def test_stream_writer_failure_finishes_refused(open_hash: Callable[..., Library]) -> None:
     closed = free_port()  # nothing listens there: every LLM call is refused at once
     lib = open_hash(
-        answer={"writer": "openai", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0},
+        answer={
+            "writer": "openai",
+            "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+        },
         llm={"base_url": f"http://127.0.0.1:{closed}/v1", "model": "m", "max_retries": 0, "timeout_s": 1},
     )
     api = Api(create_app(lib))
@@ -405,6 +411,7 @@ def test_client_disconnect_stops_the_run(open_hash: Callable[..., Library], chat
             "writer": "openai",
             "router": "rules",
             "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
             "gate_threshold_bm25": 0.0,
             "answerable_threshold": 0.0,
         },
@@ -622,10 +629,44 @@ def test_rag_benchmark_bad_qa_sets(api: Api, tmp_path: Path) -> None:
     bad.write_text(json.dumps(good) + "\n{not json\n", encoding="utf-8")
     err = assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "bad.jsonl"}), 400, "bad_dataset")
     assert ":2: not JSON" in err["message"]
+    # round 3, item 9: a file that is no text, or nested past Python's stack, is a 400 (it was a 500)
+    (vault / "latin1.jsonl").write_bytes(b'{"id": "q\xe9"}\n')
+    err = assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "latin1.jsonl"}), 400, "bad_dataset")
+    assert "not UTF-8" in err["message"]
+    (vault / "deep.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "deep.jsonl"}), 400, "bad_dataset")
+    (vault / ".obsidian").mkdir(exist_ok=True)
+    (vault / ".obsidian" / "hidden.jsonl").write_text(json.dumps(good) + "\n", encoding="utf-8")
+    err = assert_error(
+        api.post("/api/benchmarks/rag/runs", json={"qa_set": ".obsidian/hidden.jsonl"}), 400, "bad_request"
+    )
+    assert "How do I rebuild" not in err["message"]
     assert_error(
         api.post("/api/benchmarks/rag/runs", json={"qa_set": "sample_vault", "limit": 0}), 422, "invalid_request"
     )
     assert api.get("/api/index/status").status_code == 200  # nothing was queued or broken
+
+
+def test_vault_qa_sets_are_for_admins_only(hash_library: Library) -> None:
+    """Round 3, item 9: a QA file in the vault has no ACL of its own (its questions may quote hidden
+    notes), so a caller who is no admin neither sees it listed nor may run it: it looks unknown."""
+    vault = hash_library.vault
+    (vault / "internal" / "ops-qa.jsonl").write_text(
+        json.dumps({"id": "q1", "type": "fact", "question": "Secret ops question?", "gold_files": ["x.md"]}) + "\n",
+        encoding="utf-8",
+    )
+    lib = hash_library.with_settings(
+        server={"tokens": {"tok-pub": ["public"], "tok-admin": ["admin"]}, "admin_principals": ["admin"]}
+    )
+    api = Api(create_app(lib))
+    pub, admin = {"Authorization": "Bearer tok-pub"}, {"Authorization": "Bearer tok-admin"}
+    assert "internal/ops-qa.jsonl" not in api.get("/api/evals/qa-sets", headers=pub).json()["qa_sets"]
+    assert "internal/ops-qa.jsonl" in api.get("/api/evals/qa-sets", headers=admin).json()["qa_sets"]
+    r = api.post("/api/benchmarks/rag/runs", json={"qa_set": "internal/ops-qa.jsonl"}, headers=pub)
+    unknown = api.post("/api/benchmarks/rag/runs", json={"qa_set": "internal/no-such.jsonl"}, headers=pub)
+    assert r.status_code == unknown.status_code == 400
+    assert r.json()["message"].replace("ops-qa", "X") == unknown.json()["message"].replace("no-such", "X")
+    assert "Secret" not in r.text
 
 
 # -- 9. errors, body limit, CORS ---------------------------------------------------------------

@@ -334,6 +334,15 @@ BAD_PATHS = [
     " spaced.md",
     "dotted./x.md",
     "x" * 300 + ".md",
+    # round 3, item 12: paths that look like others
+    "guide/\u202edm.txt.md",  # right-to-left override
+    "a/\u2024\u2024/b.md",  # one-dot leaders for ".."
+    "\uff0e\uff0e/escape.md",  # full-width dots
+    "guide\u2215x.md",  # a division slash for "/"
+    "zero\u200bwidth.md",
+    "CON.md",
+    "lpt1/x.md",
+    "shout.MD",
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,35 @@ def test_help_and_search_do_not_import_the_server(indexed: Path) -> None:
         timeout=300,
     )
     assert {"fastapi", "starlette"} <= set(json.loads(r.stdout))
+
+
+def test_index_progress_is_plain_lines_without_a_terminal(vault: Path) -> None:
+    """Under nohup, in a log or in CI (stderr is no terminal) progress is plain periodic lines."""
+    r = sunlib("index", str(vault), "--provider", "hash")
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith(("notes -> text index:", "chunks -> vectors:"))]
+    assert any(re.fullmatch(r"notes -> text index: 21/21 \(100%\)(, [\d.]+/s, \d+s)?", line) for line in lines), lines
+    assert "\x1b[" not in r.stderr  # no bar drawing, no colour codes
+    (vault / "new-note.md").write_text("# A new note\n\nSomething to index.\n", encoding="utf-8")
+    quiet = sunlib("index", str(vault), "--provider", "hash", "-q")
+    assert quiet.returncode == 0 and "notes -> text index" not in quiet.stderr
+
+
+def test_a_misspelt_key_in_a_config_section_is_an_error_naming_it(indexed: Path) -> None:
+    (indexed / "sunlib.toml").write_text('[answer]\nreadr = "none"\n', encoding="utf-8")
+    r = sunlib("search", "x", "--vault", str(indexed), env={"SUNLIB_EMBEDDING__PROVIDER": "hash"})
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    [line] = [x for x in r.stderr.splitlines() if x.strip()]
+    assert "unknown setting answer.readr" in line and "sunlib.toml" in line
+    r = sunlib("search", "x", "--vault", str(indexed), env={"SUNLIB_SEARCH__MODDE": "bm25"})
+    assert r.returncode != 0 and "search.modde" in r.stderr.lower()
+
+
+def test_status_finds_the_vault_of_a_first_index_that_has_not_finished(vault: Path) -> None:
+    """Round 3, item 16: the vault is remembered when `sunlib index` starts, not when it ends."""
+    r = sunlib("index", str(vault), "--provider", "flaky", "-q")  # fails while embedding
+    assert r.returncode != 0
+    status = sunlib("status", "--json", env={"SUNLIB_EMBEDDING__PROVIDER": "flaky"})
+    assert status.returncode == 0, status.stderr
+    data = json.loads(status.stdout)
+    assert data["counts"]["notes"] == 21 and data["vault"] == str(vault.resolve())

@@ -222,6 +222,7 @@ def test_reranker_through_settings(vault: Path, model_dir: Path) -> None:
         "reranker": "cross-encoder",
         "reranker_model_dir": str(model_dir),
         "gate_threshold": 0.0,
+        "reader_threshold": 0.0,
         "gate_threshold_bm25": 0.0,
         "answerable_threshold": 0.0,
     }

@@ -83,3 +83,20 @@ def test_unknown_provider_lists_the_choices() -> None:
 
 def test_threads_default_to_one() -> None:
     assert EmbeddingSettings().threads == 1
+
+
+def test_a_long_query_is_embedded_from_its_start_only() -> None:
+    """Round 3, item 6: a 4,000-character query cost seconds of e5; its vector is now that of its
+    first QUERY_EMBED_TOKENS estimated tokens, whatever the embedder (BM25 still reads all of it)."""
+    from sunlib.providers.base import QUERY_EMBED_TOKENS, query_head
+    from sunlib.providers.embedders.hashing import HashEmbedder
+    from sunlib.text import estimate_tokens
+
+    long = "how do I rebuild the index " * 400 + "中文问题" * 500
+    head = query_head(long)
+    assert long.startswith(head) and estimate_tokens(head) <= QUERY_EMBED_TOKENS < estimate_tokens(
+        head + long[len(head) :][:5]
+    )
+    embedder = HashEmbedder(64)
+    assert (embedder.embed_query(long) == embedder.embed_query(head)).all()
+    assert query_head("a short question?") == "a short question?"

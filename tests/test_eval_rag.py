@@ -359,7 +359,8 @@ def test_ask_cli_answers_refuses_and_keeps_runs(vault: Path) -> None:
     r = sunlib("ask", QUESTION, *at, "--mode", "bm25", env=HASH)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "[1]" in r.stdout.split("citations")[0]  # the answer carries numbered citations ...
-    assert re.search(r"^ \[1\] .+reference/cli\.md:\d+-\d+", r.stdout, re.M), r.stdout  # ... listed below it
+    assert re.search(r"^ \[1\] .+\.md:\d+-\d+", r.stdout, re.M), r.stdout  # ... listed below it
+    assert re.search(r"^ \[\d\] .+reference/cli\.md:\d+-\d+", r.stdout, re.M), r.stdout  # the exit statuses
     assert "[ref:" not in r.stdout
     answered = RUN_ID.search(r.stdout)
     assert answered, r.stdout
@@ -414,3 +415,14 @@ def test_ask_cli_answers_refuses_and_keeps_runs(vault: Path) -> None:
     assert "; ".join(r["message"] for r in frame["refusals"]) == frame["refusal_reason"]
     listing = json.loads(sunlib("runs", "list", *at, "--json", env=HASH).stdout)
     assert next(x for x in listing if x["run_id"] == refused_run.group(1))["refused"] is True
+
+
+def test_eval_rag_help_documents_the_qa_set_format() -> None:
+    from sunlib.evaluate.qa import TYPES
+
+    r = sunlib("eval", "rag", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    for name in TYPES:
+        assert name in text
+    assert "gold_phrases" in text and "unanswerable question has no gold_files" in text

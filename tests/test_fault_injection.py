@@ -78,6 +78,7 @@ def acl_vault(tmp_path: Path) -> Path:
 def test_acl_after_knn_starves_the_caller_acl_inside_knn_does_not(acl_vault: Path) -> None:
     gate_off = {
         "gate_threshold": 0.0,
+        "reader_threshold": 0.0,
         "gate_threshold_bm25": 0.0,
         "answerable_threshold": 0.0,
     }  # let the public question be answered
@@ -266,6 +267,7 @@ def test_without_a_gate_unanswerable_questions_get_answers(e5_library: Library) 
         index_dir=e5_library.index_dir,
         answer={
             "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
             "gate_threshold_bm25": 0.0,
             "answerable_threshold": 0.0,
             "check_names": False,

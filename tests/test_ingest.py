@@ -434,15 +434,13 @@ def test_setext_headings_without_frontmatter(vault: Path) -> None:
     assert not any("===" in t or "---" in t for p in paths for t in p)
 
 
-def test_unclosed_frontmatter_is_not_frontmatter(tmp_path: Path) -> None:
-    note, parsed = _note(tmp_path, "---\ntitle: not metadata\n\n# Heading\n\nBody text.\n")
-    assert parsed.frontmatter == {}
-    assert parsed.body_start == 0
-    assert "title" not in note.metadata
-    assert note.title == "Heading"
-    first = parsed.blocks[0]
-    assert note.text[first.start : first.end] == "title: not metadata"
-    assert first.start_line == 2
+def test_unclosed_frontmatter_fails_closed(tmp_path: Path) -> None:
+    """Read as body text, an unclosed frontmatter's acl: would make the note public (issue 29): the
+    note is an error instead, and a lone rule that opens a page with no key after it is still text."""
+    with pytest.raises(NoteError, match="never closed"):
+        _note(tmp_path, "---\ntitle: not metadata\n\n# Heading\n\nBody text.\n")
+    note, parsed = _note(tmp_path, "Intro.\n\n---\ntitle: not metadata\n")
+    assert parsed.frontmatter == {} and "title" not in note.metadata
 
 
 def test_frontmatter_offsets_keep_line_numbers(vault: Path) -> None:
@@ -701,3 +699,21 @@ def test_identical_paragraphs_under_one_heading_get_distinct_ids(tmp_path: Path)
     assert len({c.chunk_id for c in same}) == 3
     again = StructureChunker(20).chunk(note, parsed)
     assert [c.chunk_id for c in again] == [c.chunk_id for c in chunks]
+
+
+def test_a_note_of_only_headings_or_frontmatter_is_one_findable_chunk(tmp_path: Path) -> None:
+    """Round 3, item 14: such a note got no chunk, so no search found it, not even by its title."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "outline.md").write_text("# Roadmap\n\n## Quokka migration\n\n## Otter sync\n", encoding="utf-8")
+    (vault / "card.md").write_text("---\ntitle: Zebra ledger\ntags: [x]\n---\n", encoding="utf-8")
+    lib = Library.open(vault, embedding={"provider": "hash"})
+    try:
+        assert lib.index().chunks_written == 2
+        assert [h.path for h in lib.search("Quokka migration", mode="bm25").hits] == ["outline.md"]
+        assert [h.path for h in lib.search("zebra ledger", mode="bm25").hits] == ["card.md"]
+        for hit in lib.search("Otter sync", mode="bm25").hits:
+            text = (vault / hit.path).read_text(encoding="utf-8")
+            assert text[hit.citation.start : hit.citation.end] == hit.text  # ASCII: UTF-16 = code points
+    finally:
+        lib.close()

@@ -169,7 +169,8 @@ def test_judge_llm_asks_the_configured_chat_model_with_the_offline_writer(
     refused = lib.ask(QUESTION)
 
     assert [r["kind"] for r in chat_server.requests] == ["judge", "judge"]  # no writer call, no router call
-    assert answered.frame.refused is False and QUOKKA_SENTENCE.split(" with")[0] in answered.frame.answer
+    shown = answered.frame.answer.replace("**", "")  # the reader's span is in bold
+    assert answered.frame.refused is False and QUOKKA_SENTENCE.split(" with")[0] in shown
     assert step(answered, Step.WRITE).details["writer"] == "extractive"
     assert refused.frame.refused is True and refused.frame.refusals[0].code == "llm_unanswerable"
     assert refused.frame.refusals[0].params["reason"] == "The passage does not say."
@@ -212,7 +213,7 @@ def test_the_judge_reads_the_best_sources_within_its_budget(
 
 
 def test_a_gate_refusal_never_reaches_the_judge(chat_server: ChatServer, open_lib: Callable[..., Library]) -> None:
-    result = open_lib(gate_threshold=1.0, gate_threshold_bm25=1.0).ask(QUESTION)
+    result = open_lib(gate="score", gate_threshold=1.0, gate_threshold_bm25=1.0).ask(QUESTION)
 
     assert chat_server.bodies("judge") == [] and result.frame.refused is True
     assert result.frame.refusals[0].code != "llm_unanswerable"

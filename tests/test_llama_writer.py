@@ -35,6 +35,7 @@ def test_local_model_generates_and_the_verifier_decides(vault: Path) -> None:
             "writer": "llama-cpp",
             "judge": "off",
             "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
             "gate_threshold_bm25": 0.0,
             "answerable_threshold": 0.0,
         },
@@ -62,7 +63,12 @@ def test_local_model_judges_answerability(vault: Path) -> None:
     lib = Library.open(
         vault,
         embedding={"provider": "hash"},
-        answer={"writer": "llama-cpp", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0},  # judge auto: on
+        answer={
+            "writer": "llama-cpp",
+            "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+        },  # judge auto: on
         llm={"gguf_path": str(gguf), "n_threads": 1, "max_tokens": 48, "n_ctx": 4096},
     )
     lib.index()

@@ -674,3 +674,17 @@ def test_key_is_sent_but_never_shown(
         saved = lib.store.get_run(result.trace.run_id, ["public"])
         assert saved is not None
         assert SECRET not in json.dumps(to_jsonable(saved), ensure_ascii=False)
+
+
+def test_bracketed_numbers_a_model_writes_never_read_as_citations(
+    server: ChatServer, open_lib: Callable[..., Library]
+) -> None:
+    """Round 3, item 3: a literal "[3]" in a draft (or quoted from a note) would show as citation 3 on
+    every surface that numbers markers; it leaves the answer, and the verify step names it."""
+    server.writer.reply = lambda body: f"{QUOKKA_SENTENCE} [3] [^1] [ref:{quokka_chunk(body)}]"
+    result = open_lib().ask(QUESTION)
+    frame = result.frame
+    assert not frame.refused
+    assert "[3]" not in frame.answer and "[^1]" not in frame.answer
+    assert REF.findall(frame.answer) == [quokka_chunk(server.bodies("writer")[0])]
+    assert step(result, Step.VERIFY).details["forged_markers"] == ["[3]", "[^1]"]

@@ -47,7 +47,13 @@ VISIBLE = {  # which internal notes each token's principals may read
 }
 OPS_QUESTION = "How are nightly snapshots rotated and checked?"
 # the HTTP server answers (gate thresholds at 0); without the sentence model, which takes seconds to load
-OPEN_GATE = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0, "sentence_model": "none"}
+OPEN_GATE = {
+    "gate_threshold": 0.0,
+    "reader_threshold": 0.0,
+    "gate_threshold_bm25": 0.0,
+    "answerable_threshold": 0.0,
+    "sentence_model": "none",
+}
 
 
 def _vault_with_index(root: Path, hash_index: Path) -> Path:

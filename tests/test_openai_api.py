@@ -32,7 +32,13 @@ REFUSED = "Which port does the sunlib web server listen on?"
 OPS_ONLY = "When is the weekly rebuild window?"  # answered from the ops runbook, refused without it
 TOKENS = {"tok-public": [], "tok-ops": ["ops"]}
 # an LLM writer behind an open gate (the hash embedder's scores would refuse everything)
-OPEN_GATE = {"writer": "openai", "router": "rules", "gate_threshold": 0.0, "gate_threshold_bm25": 0.0}
+OPEN_GATE = {
+    "writer": "openai",
+    "router": "rules",
+    "gate_threshold": 0.0,
+    "reader_threshold": 0.0,
+    "gate_threshold_bm25": 0.0,
+}
 OPEN_GATE |= {"answerable_threshold": 0.0}
 
 

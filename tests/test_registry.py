@@ -141,9 +141,9 @@ def test_bad_plugins_are_named_and_never_replace_a_builtin(tmp_path: Path, monke
     assert messages == [
         "ignored the embedder 'hash' of sunlib-bad: sunlib provides it already",
         "ignored the sunlib.providers entry point 'gadget.thing' of sunlib-bad: its name must be "
-        "<kind>.<provider name> with kind one of embedder, reranker, writer, chat",
+        "<kind>.<provider name> with kind one of embedder, reranker, reader, writer, chat",
         "ignored the sunlib.providers entry point 'no-kind-here' of sunlib-bad: its name must be "
-        "<kind>.<provider name> with kind one of embedder, reranker, writer, chat",
+        "<kind>.<provider name> with kind one of embedder, reranker, reader, writer, chat",
     ]
     assert {"wrong-type", "broken"} <= set(names)
     assert isinstance(create_embedder(EmbeddingSettings(provider="hash")), HashEmbedder)
@@ -166,7 +166,7 @@ def test_registered_in_process_wins_and_is_typed() -> None:
 
 def test_every_builtin_is_an_entry_point_that_loads() -> None:
     found = {(p.kind, p.name): p.origin for p in plugins()}
-    assert len(BUILTINS) == 14
+    assert len(BUILTINS) == 15
     for ep in BUILTINS:
         kind, _, name = ep.name.partition(".")
         assert found[(kind, name)] == "sunlib"

@@ -219,3 +219,27 @@ def test_the_extractive_writer_quotes_rendered_sentences_that_verify() -> None:
     assert not _RAW_SYNTAX.search(_outside_code(draft.text))
     result = verify(draft.text, evidence)
     assert result.sentences and all(s.supported for s in result.sentences)
+
+
+@pytest.mark.parametrize(
+    ("text", "reads"),
+    [
+        (
+            "::: tip Use a venv\nInstall it in a virtual environment.\n:::\n",
+            "Use a venv: Install it in a virtual environment.",
+        ),
+        (":::warning\nNever run it as root.\n:::", "Never run it as root."),
+        (":::note[第一步]\n先安装依赖。\n:::", "第一步： 先安装依赖。"),
+        ('!!! note "Why"\n    Because it is faster.\n', "Why: Because it is faster."),
+        ("??? tip\n    Collapsed by default.\n", "Collapsed by default."),
+        ("> [!note] Heads up\n> The index lives outside the vault.", "Heads up: The index lives outside the vault."),
+    ],
+)
+def test_docs_site_containers_read_as_titled_blocks(text: str, reads: str) -> None:
+    """Round 3, item 17: VitePress / Docusaurus / MkDocs containers never show their markers."""
+    assert clean_sentence(text) == reads
+    assert ":::" not in render_markdown(text) and "!!!" not in render_markdown(text)
+
+
+def test_a_code_fence_inside_a_container_stays_code() -> None:
+    assert render_markdown("::: details\n```py\nx = a ::: b\n```\n:::\n") == "```py\nx = a ::: b\n```\n"

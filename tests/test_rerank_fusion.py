@@ -21,6 +21,7 @@ def _library(vault: Path, **answer: object) -> Library:
             "reranker": "fusion",
             "rescore_provider": "counting",
             "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
             "answerable_threshold": 0.0,
             **answer,
         },

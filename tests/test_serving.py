@@ -182,6 +182,7 @@ def test_a_search_returns_while_the_writer_is_still_writing(hash_library: Librar
             "writer": "openai",
             "router": "rules",
             "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
             "gate_threshold_bm25": 0.0,
             "answerable_threshold": 0.0,
         },

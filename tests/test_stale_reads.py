@@ -147,7 +147,7 @@ def test_with_the_watcher_the_new_word_is_found_and_files_are_acl_filtered(
     board = app.state.sunlib.board
     _, event = _feed_event(app.state.sunlib, ("public",), 0)
     assert event is not None and event["event"] == "files"
-    assert NOTE in event["data"] and '"gone": ["' + NOTE in event["data"]
+    assert event["data"]["gone"] == [NOTE] and "version" not in event["data"]
     assert board.version > 0
 
 
@@ -167,3 +167,39 @@ def test_a_search_run_again_after_a_sync_shows_only_its_last_attempt(tokened: Li
     after = {c.chunk_id for c in tokened.store.chunks_of_note(tokened.store.note_states_of([NOTE])[NOTE].note_id)}
     shown = {row["chunk_id"] for row in result.trace.steps[0].details["top"]}
     assert before - after and not shown & (before - after), "a chunk of the discarded attempt reached the trace"
+
+
+def test_a_same_size_rewrite_with_the_old_mtime_put_back_is_seen(tokened: Library) -> None:
+    """Item 2 of round 3: an in-place rewrite of the same size that adds ``acl: [ops]`` and restores the
+    old mtime (``touch -d``) keeps size, inode and mtime; only ctime tells, and it is in the key."""
+    import os
+
+    api = Api(create_app(tokened))
+    path = tokened.vault / NOTE
+    text = path.read_text(encoding="utf-8")
+    assert NOTE in paths_in_search(api, PUB, "search modes fuse routes", "bm25")  # its signature is cached
+    before = path.stat()
+    body = text.split("---\n", 2)[2]
+    cut = len("acl: [ops]\n")
+    changed = text.replace("---\n", "---\nacl: [ops]\n", 1).replace(body, body[cut:], 1)
+    assert len(changed.encode()) == len(text.encode())
+    with path.open("r+b") as f:  # in place: the inode stays
+        f.write(changed.encode())
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_ino, after.st_mtime_ns) == (before.st_size, before.st_ino, before.st_mtime_ns)
+    assert NOTE not in paths_in_search(api, PUB, "search modes fuse routes", "bm25")
+
+
+def test_the_files_feed_counts_only_what_the_caller_sees(tokened: Library) -> None:
+    """Round 3, item 11: saves of hidden notes move no counter a public caller can read."""
+    app = create_app(tokened)
+    state = app.state.sunlib
+    board = state.board.version
+    hidden = "internal/ops-runbook.md"
+    state.board.queue([hidden], {hidden: ("ops",)})  # a save of a note the public may not see
+    state.board.settle([hidden], {}, {hidden: ("ops",)})
+    after, event = _feed_event(state, ("public",), board)
+    assert after > board and event is None  # the board moved; the public stream sends nothing
+    _, seen = _feed_event(state, ("ops",), board)
+    assert seen is not None and seen["data"]["files"][0]["path"] == hidden and "version" not in seen["data"]

@@ -83,7 +83,12 @@ def _nested_library(vault: Path) -> Library:
     lib = Library.open(
         vault,
         embedding={"provider": "hash"},
-        answer={"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0},
+        answer={
+            "gate_threshold": 0.0,
+            "reader_threshold": 0.0,
+            "gate_threshold_bm25": 0.0,
+            "answerable_threshold": 0.0,
+        },
     )
     asker = build_asker(lib)
     route, retrieve, rerank, select, *rest = asker.stages

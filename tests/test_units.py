@@ -96,7 +96,7 @@ def test_a_question_without_content_is_refused_with_its_own_code(hash_library: L
 
 
 def test_a_chinese_refusal_names_words_not_characters(hash_library: Library) -> None:
-    lib = hash_library.with_settings(answer={"gate_threshold": 1.0, "gate_threshold_bm25": 1.0})
+    lib = hash_library.with_settings(answer={"gate": "score", "gate_threshold": 1.0, "gate_threshold_bm25": 1.0})
     result = lib.ask("怎么恢复被删除的附件？", save=False)
     assert result.frame.refused
     missing = next(r for r in result.frame.refusals if r.code == "low_gate").params["missing_terms"]
@@ -106,3 +106,21 @@ def test_a_chinese_refusal_names_words_not_characters(hash_library: Library) -> 
 def test_how_does_x_work_frames_the_question() -> None:
     assert [t.name for t in content_terms("How does the refusal gate work?")] == ["refus", "gate"]
     assert "work" in [t.name for t in content_terms("Does my work get saved?")]
+
+
+def test_the_extractive_answer_opens_with_the_unit_holding_the_readers_span() -> None:
+    from sunlib.answer.scorer import ScoredUnit
+    from sunlib.contracts import Reading
+    from sunlib.providers.writers.extractive import highlight, opener
+
+    text = "Here I'll show you how ports work. The server listens on port 8765 by default. Change it with --port."
+    units = [ScoredUnit(u, "chk_a", 0, p) for u, p in zip(split_units(text), [0.9, 0.4, 0.3], strict=True)]
+    assert [u.unit.text[:8] for u in units] == ["Here I'l", "The serv", "Change i"]
+    start = text.index("8765")
+    found = opener(units, {"chk_a": Reading(0.93, start, start + 4, 5.0, "8765")})
+    assert found is not None
+    unit, span = found
+    assert unit.unit.text.startswith("The server listens") and span == "8765"  # not the scorer's favourite
+    assert highlight(unit.unit.text, span) == "The server listens on port **8765** by default."
+    assert opener(units, {"chk_a": Reading(0.93, 0, 0)}) is None  # no span: the scorer's order decides
+    assert opener(units, {}) is None

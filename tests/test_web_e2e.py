@@ -90,7 +90,7 @@ PAYLOADS = ('<img src=x onerror="window.__pwned=1">', "<script>window.__pwned=2<
 
 
 TOMATOES = "Tomatoes need sun and water every day."
-OPEN_GATE = {"gate_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
+OPEN_GATE = {"gate_threshold": 0.0, "reader_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
 
 
 def tiny_vault(root: Path) -> Path:
@@ -177,6 +177,9 @@ def test_cited_answer_opens_the_cited_span_and_shows_the_run_chain(e5_server: st
     assert numbers[0] == 1 and max(numbers) == len(set(numbers)), labels  # numbered by first appearance
     assert "[ref:" not in page.inner_text("#answer-text")
     assert page.locator("#source-list .source-card").count() >= 1
+    # the reader's probability (and its span, highlighted) on the cited source's card
+    reader_line = page.locator("#source-list .source-card .reader-line").first
+    assert re.fullmatch(r"reader [01](\.\d+)?( · .+)?", norm(reader_line.inner_text()), re.S), reader_line.inner_text()
     shot(page, "answer-with-citations.png")
 
     # the same question over plain JSON: the citation each chip stands for
@@ -203,7 +206,7 @@ def test_cited_answer_opens_the_cited_span_and_shows_the_run_chain(e5_server: st
     gate.locator("summary").first.click()
     assert gate.locator("details").first.get_attribute("open") is not None
     details = gate.locator(".step-body").inner_text()
-    for key in ("gate_score", "threshold", "top_cosine", "coverage"):
+    for key in ("gate_score", "threshold", "top_cosine", "coverage", "reader", "probability", "span"):
         assert key in details
     summary = page.inner_text("#chain-summary")
     assert "Total latency" in summary and "run_" in summary
@@ -443,3 +446,59 @@ def test_a_streamed_sentence_the_verifier_drops_leaves_the_answer(
     assert norm(page.inner_text("#answer-text")).startswith(norm(TOMATOES))
     assert "moon" not in page.inner_text("#answer-text")
     assert "1 unsupported sentence(s) dropped by the citation verifier" in page.inner_text("#answer-meta")
+
+
+@contextmanager
+def framing_page(target: str) -> Iterator[str]:
+    """A page on another origin (its own port) that frames ``target``, as a clickjacking page would."""
+    import http.server
+
+    html = f'<!doctype html><title>framer</title><iframe id="f" src="{target}" width="800" height="600"></iframe>'
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = html.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+
+
+def test_another_origin_cannot_frame_the_ui_or_the_report(injection_server: str, page: Any) -> None:
+    """Round 3, item 13: X-Frame-Options and CSP frame-ancestors on every page; the UI's own policy."""
+    ui = httpx.get(injection_server + "/")
+    assert ui.headers["x-frame-options"] == "SAMEORIGIN"
+    assert "frame-ancestors 'self'" in ui.headers["content-security-policy"]
+    assert "script-src 'self'" in ui.headers["content-security-policy"]
+    api = httpx.get(injection_server + "/api/steps")
+    assert api.headers["x-frame-options"] == "SAMEORIGIN"
+    context = page.context.browser.new_context()  # the page fixture's context bypasses CSP: not this one
+    try:
+        guarded = context.new_page()
+        errors: list[str] = []
+        guarded.on("pageerror", lambda exc: errors.append(str(exc)))
+        with framing_page(injection_server + "/") as framer:
+            guarded.goto(framer)
+            guarded.wait_for_timeout(1500)
+            frame = next(f for f in guarded.frames if f is not guarded.main_frame)
+            # the blocked frame holds Chromium's error page, never sunlib's UI
+            assert frame.query_selector("#question") is None
+        guarded.goto(injection_server + "/")  # sunlib's own page runs under its policy
+        guarded.fill("#question", "What does the marshmallow recipe need?")
+        guarded.click("#ask-btn")
+        guarded.wait_for_selector("#answer.answered, #answer.refused", timeout=60_000)
+        assert guarded.locator("#answer.answered").count() == 1 and not errors, errors
+    finally:
+        context.close()

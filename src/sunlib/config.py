@@ -30,7 +30,7 @@ CONFIG_NAME = "sunlib.toml"
 
 
 class IndexSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     chunker: Literal["structure", "fixed"] = "structure"
     # Structure-aware chunker (seed 001 module 3): pack whole sentences up to
@@ -49,7 +49,7 @@ class IndexSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     provider: str = "e5"
     model: str | None = None
@@ -63,7 +63,7 @@ class EmbeddingSettings(BaseModel):
 
 
 class SearchSettings(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
     fusion: Literal["rrf", "zscore", "minmax"] = "zscore"
@@ -122,7 +122,7 @@ class SearchSettings(BaseModel):
 
 
 class GateSetting(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     threshold: float = Field(ge=0.0, le=1.0)
     cosine_weight: float = Field(ge=0.0, le=1.0)
@@ -132,13 +132,34 @@ class GateSetting(BaseModel):
 class AnswerSettings(BaseModel):
     """How ``sunlib ask`` turns search hits into a cited answer or a refusal."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     writer: str = "extractive"  # extractive | openai | llama-cpp
     # A bundled embedding model for single sentences ("use" is about 2 ms a sentence): the
     # extractive writer ranks evidence sentences partly by their cosine with the question, and
     # a gate with a sentence weight reads the best of those cosines. "none": terms only.
     sentence_model: str = "use"
+    # The reader (providers/readers): a cross-encoder that reads the question with each kept passage
+    # and gives the probability that it answers, the answer's span and, for a written sentence,
+    # whether its cited passage supports it. "sunlib": the model that ships inside the package
+    # (docs/reader.md); "none": no reader (the gate and writer fall back to the hand-made signals).
+    reader: str = "sunlib"
+    reader_model_dir: Path | None = None  # another reader in the bundled one's format
+    reader_threads: int = Field(1, ge=1, le=64)  # ONNX threads per question
+    # windows read per passage (256 tokens each): a longer chunk is read where most of the question's
+    # words are; each window costs about 20 ms on one core (docs/benchmarks.md "The reader's cost")
+    reader_windows: int = Field(1, ge=1, le=16)
+    # The reader gate ([answer] gate = "reader"): refuse when the reader's best
+    # probability over the kept passages is below this (None: the threshold shipped with the model,
+    # one for every vault). With reader_checks the name and answer-type checks refuse too.
+    reader_threshold: float | None = Field(None, ge=0.0, le=1.0)
+    reader_checks: bool = False
+    # The reader's probability that a passage an LLM-written sentence cites supports it is in the verify
+    # step for every such sentence. With reader_support it also decides: below support_threshold the
+    # sentence is unsupported. Off by default: this round's support head separates SciFact's supported
+    # claims at balanced accuracy 0.57 (docs/evaluation.md "The reader"), too weak to drop sentences on.
+    reader_support: bool = False
+    support_threshold: float = Field(0.5, ge=0.0, le=1.0)
     router: Literal["auto", "rules", "llm"] = "auto"  # auto: the LLM router when the writer is an LLM
     # The answerability judge: after the gate passes, an LLM is asked whether the evidence answers the
     # question, and a "no" refuses (code llm_unanswerable). auto: on when the writer is an LLM (it asks
@@ -161,12 +182,13 @@ class AnswerSettings(BaseModel):
     # Seed 002 phase 1: drop candidates whose rerank score (top = 1.0) is below this.
     min_score: float = Field(0.05, ge=0.0, le=1.0)
     # Refusal gate. "score" (the default): the score gate below, fitted on the bundled calibration set.
-    # "learned": the answer scorer's probability that the evidence answers the question
-    # (answer/scorer.py, trained on SQuAD 2.0, CMRC2018, the package-README set and the calibration
-    # set), refused below answerable_threshold (None: the shipped one), the same for every vault.
-    # Measured against each other in docs/evaluation.md, the learned gate is not better yet, so it is
-    # opt-in; its probability is in every trace either way.
-    gate: Literal["learned", "score"] = "score"
+    # "reader": the reader's best probability over the kept passages (reader_threshold below; with
+    # reader = "none" the score gate decides); measured below the score gate on the tuning sets this
+    # round (docs/evaluation.md "The reader"), so it is opt-in. "learned": the answer scorer's
+    # probability that the evidence answers the question (answer/scorer.py, trained on SQuAD 2.0,
+    # CMRC2018, the package-README set and the calibration set), refused below answerable_threshold
+    # (None: the shipped one), the same for every vault.
+    gate: Literal["reader", "learned", "score"] = "score"
     answerable_threshold: float | None = Field(None, ge=0.0, le=1.0)
     # `sunlib index` ends with `sunlib calibrate` (probe questions written from the vault move the
     # learned gate's threshold for this vault; evaluate/selfcal.py) when the index changed or has no
@@ -224,7 +246,7 @@ class LLMSettings(BaseModel):
     """An OpenAI-compatible chat endpoint (OpenAI, DashScope/Qwen, Ollama, vLLM, llama.cpp server)
     or a local GGUF file for the llama-cpp writer."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     base_url: str = "http://127.0.0.1:8080/v1"
     model: str = "qwen-plus"
@@ -242,7 +264,7 @@ class LLMSettings(BaseModel):
 class ServerSettings(BaseModel):
     """`sunlib serve`. With no tokens the server answers on loopback only, as the default principals."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=1, le=65535)
@@ -279,7 +301,7 @@ class StoreSettings(BaseModel):
     SQLite file (``store.qdrant.replica``); it needs ``backend = "qdrant"`` and the indexing
     host's ``collection`` prefix named explicitly (a replica has no index file to derive it from)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Literal["sqlite", "qdrant"] = "sqlite"
     url: str = ""
@@ -304,7 +326,7 @@ class StoreSettings(BaseModel):
 class McpSettings(BaseModel):
     """`sunlib mcp` (stdio) and the `/mcp` endpoint of `sunlib serve` (sunlib.server.mcp)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # true: no create_note / update_note / move_note tools (neither listed nor callable)
     read_only: bool = False
@@ -356,7 +378,7 @@ def load_settings(vault: Path | None = None, config_path: Path | None = None, **
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         src = f" in {path}" if path else ""
-        raise ConfigError(f"invalid setting {where}{src}: {first['msg']}") from None
+        raise ConfigError(f"{_problem(first)} {where}{src}{_detail(first)}") from None
     except Exception as exc:  # malformed TOML
         raise ConfigError(f"cannot read config {path}: {exc}") from None
 
@@ -370,4 +392,13 @@ def merge(settings: Settings, **sections: dict[str, Any]) -> Settings:
         return Settings.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ConfigError(f"invalid setting {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        raise ConfigError(f"{_problem(first)} {'.'.join(map(str, first['loc']))}{_detail(first)}") from None
+
+
+def _problem(error: Any) -> str:
+    return "unknown setting" if error["type"] == "extra_forbidden" else "invalid setting"
+
+
+def _detail(error: Any) -> str:
+    """What is wrong with the setting (nothing more to say for a key no section has: its name is it)."""
+    return " (no such key: check its spelling)" if error["type"] == "extra_forbidden" else f": {error['msg']}"

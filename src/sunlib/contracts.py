@@ -282,6 +282,21 @@ class RouteDecision:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """The reader's verdict on one passage for one question: how likely the passage answers it,
+    and where (``start``/``end``: character offsets into the passage text; equal when it found none)."""
+
+    probability: float
+    start: int
+    end: int
+    span_score: float = 0.0  # the span's start + end logit
+    text: str = ""  # the span's text, once the offsets are those of the passage a caller holds
+
+    def span(self, text: str) -> str:
+        return text[self.start : self.end]
+
+
+@dataclass(frozen=True)
 class Evidence:
     """One chunk handed to the writer, numbered as ``[Source n]`` in the context."""
 
@@ -326,6 +341,8 @@ class AnswerSentence:
     rejected_refs: tuple[str, ...] = ()  # refs to chunks that were not in the context
     attributed: bool = False  # it cited nothing; the verifier found the passage it quotes (citations.py)
     dropped: bool = False  # unsupported, and taken out of the answer text ([answer] unsupported = "drop")
+    support: float | None = None  # the reader's probability that its cited passage supports it (LLM drafts)
+    why: str = ""  # for an unsupported sentence, which check failed
 
 
 @dataclass(frozen=True)
@@ -413,6 +430,7 @@ class WriteRequest:
     confidence_note: str = ""
     max_sentences: int = 3
     units: tuple[ScoredUnit, ...] = ()  # the evidence's answer units, scored, best first
+    readings: Mapping[str, Reading] = field(default_factory=dict)  # the reader's, by chunk id
 
 
 @dataclass(frozen=True)

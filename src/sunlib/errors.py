@@ -16,7 +16,8 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
     │       │   └── IndexerBusy  another process's indexer held the indexer lock too long
     │       └── StoreCorrupt the index file is damaged; `sunlib doctor` says how (HTTP 503)
     ├── ProviderError        an embedding/LLM provider failed (network, bad answer)
-    │   └── MissingCredentials  a provider needs a key that is not set
+    │   ├── MissingCredentials  a provider needs a key that is not set
+    │   └── ModelFileError   a shipped model file is missing or damaged (names the file and the fix)
     └── DatasetError         an evaluation dataset is missing files or malformed
 """
 
@@ -85,6 +86,12 @@ class ProviderError(SunlibError):
 
 class MissingCredentials(ProviderError):
     code = "missing_credentials"
+
+
+class ModelFileError(ProviderError):
+    """A model file that sunlib ships or was pointed at is missing, damaged or of another version."""
+
+    code = "model_file"
 
 
 class DatasetError(UserError):

@@ -6,8 +6,10 @@ notes (search hits, and through search the ask pipeline's evidence; the notes li
 single note, which compares hashes itself) checks the notes *in its result* against their
 files before it answers:
 
-1. ``stat`` the note and its sidecar: (mtime in ns, size, inode) of each, the sidecar's
-   absence included. That is two system calls per note in the result, never a walk.
+1. ``stat`` the note and its sidecar: (mtime in ns, ctime in ns, size, inode) of each, the
+   sidecar's absence included. ctime counts because a tool can put an old mtime back after an
+   in-place rewrite of the same size (``touch -d``, ``os.utime``): only the kernel sets ctime.
+   That is two system calls per note in the result, never a walk.
 2. A signature seen before for the same indexed version (content hash) is fresh: the check
    ends there. The cache holds one entry per path and is shared by every thread and every
    library derived from one index; a new version of the note (a new content hash, i.e. a new
@@ -41,7 +43,7 @@ from .ingest.vault import SIDECAR_SUFFIX
 from .store import DocumentStore
 
 T = TypeVar("T")
-Stamp = tuple[int, int, int]  # (mtime ns, size, inode)
+Stamp = tuple[int, int, int, int]  # (mtime ns, ctime ns, size, inode)
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def _stamp(path: Path) -> Stamp | None:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
+    return st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino
 
 
 def signature(vault: Path, rel: str) -> FileSignature | None:

@@ -41,6 +41,7 @@ class IndexReport:
     moved: list[tuple[str, str]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    withdrawn: list[str] = field(default_factory=list)  # failed notes whose earlier indexed version was removed
     unchanged: int = 0
     chunks_written: int = 0
     vectors_embedded: int = 0
@@ -96,6 +97,12 @@ def sync_text(store: DocumentStore, vault: Path, settings: IndexSettings, progre
     for path in sorted(gone):
         if store.delete_note(path):
             report.deleted.append(path)
+    # Fail closed: a note that no longer parses (an unclosed frontmatter, a second acl:), grew past
+    # the size limit or cannot be read is not served from its earlier version either, whose ACL
+    # and text may be what the edit meant to change.
+    failed = sorted({path for path, _ in report.failed if path in states})
+    with store.transaction():
+        report.withdrawn = [path for path in failed if store.delete_note(path)]
     store.set_meta("vault", str(vault.resolve()))
     store.set_meta("chunker", chunker.fingerprint)
     store.set_meta("text_indexed_at", str(time.time()))
@@ -107,7 +114,7 @@ def _changed_digest(
     vf: VaultFile, previous: NoteState | None, chunker: str, max_bytes: int, report: IndexReport
 ) -> str | None:
     """The file's hash when it needs (re)indexing; None when it is unchanged, too large or unreadable
-    (the last two reported; an older indexed version stays)."""
+    (the last two reported; ``sync_text`` withdraws an older indexed version)."""
     if vf.size > max_bytes:
         report.failed.append(
             (vf.rel_path, f"note is {vf.size:,} bytes; the limit is {max_bytes:,} ([index] max_note_bytes)")
@@ -142,7 +149,7 @@ def _write_note(
     try:
         note, parsed = load_note(vf, settings.default_acl)
     except NoteError as exc:
-        report.failed.append((vf.rel_path, str(exc)))  # an older indexed version stays
+        report.failed.append((vf.rel_path, str(exc)))  # sync_text withdraws an older indexed version
         return
     except Exception as exc:  # a bug in loading one note costs that note only, reported
         report.failed.append((vf.rel_path, f"cannot load the note ({type(exc).__name__}: {exc})"))

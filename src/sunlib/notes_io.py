@@ -14,7 +14,12 @@ Paths (``check_path``) are vault-relative POSIX paths, given as plain text. Reje
 - hidden or tool folders and files: any name starting with ``.`` (``.sunlib``, ``.obsidian``,
   ``.git``), and ``node_modules`` / ``__pycache__`` (the vault walk skips them all);
 - names with leading or trailing spaces or a trailing dot (Windows would alias them);
-- a file name that does not end with ``.md``;
+- characters that make a path look like another one: bidirectional controls (U+202E and the other
+  embeddings, overrides and isolates), zero-width characters, and dot look-alikes (one-dot leader
+  ``․``, full-width ``．``, and others), which a reader takes for ``.`` or ``..``;
+- Windows device names (``CON``, ``NUL``, ``COM1``... with or without an extension);
+- a file name that does not end with ``.md`` exactly (``x.MD`` is refused: the vault walk and
+  every tool would see a second, differently cased kind of note);
 - on disk: any existing component that is a symbolic link (folder or file), so a write can
   never leave the vault, and a note file that is a link cannot be written through.
 
@@ -56,6 +61,7 @@ import re
 import secrets
 import stat
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +86,12 @@ Index = Callable[[], None]
 
 def _nothing() -> None:
     pass
+
+
+# dots a reader takes for "." (one-dot leader, full-width and small full stops, the middle dots and
+# bullets of fonts that draw them on the baseline), and the fraction and division slashes for "/"
+_LOOKALIKE = set("\u2024\u2025\uff0e\ufe52\uff61\u2027\u2215\u2044\uff0f\u29f8")
+_DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
 
 
 class BadPath(ValueError):
@@ -115,6 +127,9 @@ def check_path(raw: str) -> str:
         raise BadPath("':' is not allowed in a path (drive letters, streams)")
     if unquote(raw) != raw:
         raise BadPath("percent-escapes are not decoded: send the path as plain text")
+    look = sorted({f"U+{ord(ch):04X}" for ch in raw if ch in _LOOKALIKE or unicodedata.category(ch) == "Cf"})
+    if look:
+        raise BadPath(f"characters that make a path look like another are not allowed: {', '.join(look)}")
     if raw.startswith("/"):
         raise BadPath("absolute paths are not allowed: give a path relative to the vault")
     parts = raw.split("/")
@@ -129,9 +144,11 @@ def check_path(raw: str) -> str:
             raise BadPath(f"names may not start or end with spaces or end with a dot: {part!r}")
         if len(part.encode("utf-8")) > MAX_NAME_BYTES:
             raise BadPath(f"a name is longer than {MAX_NAME_BYTES} bytes")
+        if part.split(".", 1)[0].upper() in _DEVICES:
+            raise BadPath(f"{part!r} is a device name on Windows")
     name = parts[-1]
-    if not name.lower().endswith(".md") or len(name) <= 3:
-        raise BadPath("a note path must end with .md")
+    if not name.endswith(".md") or len(name) <= 3:
+        raise BadPath("a note path must end with .md (in lower case)")
     return "/".join(parts)
 
 

@@ -101,6 +101,7 @@ _INFO = (
             "passed",
             "gate_score",
             "threshold",
+            "reader",
             "top_cosine",
             "sentence_cosine",
             "coverage",

@@ -290,9 +290,9 @@ class AgenticLoop:
             asked += (query,)
             hits, sel = self._round(plan, query, n, hits, run)
             if sel.passed:
-                run.move("select", "covered", f"part {part.index}: the gate passed (round {n})")
+                run.move("select", "covered", f"part {part.index}: the gate passed (round {n}{_read(sel)})")
                 return PartResult(part, asked, sel, True, f"covered in round {n}")
-            run.move("select", "gap", f"part {part.index}: {sel.reason or 'refused'}")
+            run.move("select", "gap", f"part {part.index}: {sel.reason or 'refused'}{_read(sel)}")
             query, why = next_query(plan, sel, asked) if n < run.caps.rounds else (None, "")
             if query is not None:
                 run.move("follow_up", "query", f"part {part.index}: new query {query!r} {why}")
@@ -414,6 +414,12 @@ class AgenticLoop:
         tokens = (sum(w.draft.tokens_in for w in good if w.draft), sum(w.draft.tokens_out for w in good if w.draft))
         draft = dataclasses.replace(first, text=text, tokens_in=tokens[0], tokens_out=tokens[1])
         return context, Written(draft, None, good[0].confidence_note)
+
+
+def _read(sel: Selection) -> str:
+    """What the reader found of the evidence so far, for a transition's reason ("" without a reader)."""
+    r = sel.signals.reading
+    return f"; the reader's best answerability {r.probability:.2f}" if r is not None and r.readings else ""
 
 
 def _caps_hit(plan: Plan, run: _Run) -> tuple[str, ...]:

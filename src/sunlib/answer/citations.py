@@ -25,6 +25,13 @@ text ``选择**红**色`` no Chinese bigram crosses the ``**``), so a chunk's te
 of both forms. The claim itself is taken as written: a link target hidden in a claim
 still has to be supported.
 
+With a reader (``support``: a model's probability that a passage supports a sentence; the LLM
+path passes the configured reader's), each claim's best probability over the passages it cites is
+recorded (``AnswerSentence.support``). With ``enforce_support`` (``[answer] reader_support``) the
+claim must also reach ``support_threshold``; across languages (a Chinese sentence citing an English
+passage) the shared-terms share cannot hold, and the reader decides alone. ``AnswerSentence.why``
+says which check failed.
+
 With ``drop`` (``[answer] unsupported = "drop"``, the default) every unsupported claim is taken
 out of the delivered text, its sentence kept in ``Verification.sentences`` marked ``dropped``;
 a list item or paragraph left empty goes with it. A draft with no supported claim keeps its
@@ -38,14 +45,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..contracts import AnswerSentence, Citation, Evidence, SourceCard
 from ..store import NoteRecord
 from ..text import TermWeights, content_terms, fts_tokens, sentence_spans
-from ..text.refs import REF, strip_refs
+from ..text.refs import REF, forged_markers, strip_refs
 from ..text.render import render_markdown
+from .router import language
+
+Support = Callable[[Sequence[tuple[str, str]]], list[float]]  # (claim, passage) pairs -> probabilities
 
 MAX_REFS = 2
 SHORT_CLAIM_CHARS = 50
@@ -66,6 +76,7 @@ class Verification:
     rejected_refs: tuple[str, ...]
     text: str = ""  # the answer as delivered: attributed markers written in, dropped claims out ("": as drafted)
     dropped: int = 0  # unsupported claims taken out of ``text`` (``drop=True``); ``unsupported`` counts them too
+    forged: tuple[str, ...] = ()  # bracketed numbers of the draft that would read as citations, taken out
 
 
 @dataclass(frozen=True)
@@ -137,10 +148,23 @@ def claims(answer: str) -> list[tuple[str, list[str]]]:
     return [(c.text, c.refs) for c in _claims(answer)[1]]
 
 
-def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True, drop: bool = False) -> Verification:
+def verify(
+    answer: str,
+    evidence: Sequence[Evidence],
+    attribute: bool = True,
+    drop: bool = False,
+    support: Support | None = None,
+    support_threshold: float = 0.5,
+    enforce_support: bool = True,
+) -> Verification:
     """``attribute``: attribute the claims that cite nothing (see the module docstring); ``drop``:
     take the unsupported claims out of the delivered text (their sentences stay, marked ``dropped``),
-    unless none is supported (the draft is then refused whole, ``unsupported_draft``)."""
+    unless none is supported (the draft is then refused whole, ``unsupported_draft``); ``support``:
+    the reader's check of each claim against the passages it cites (recorded in each sentence; with
+    ``enforce_support`` it decides too). Bracketed numbers that would
+    read as citations (``[1]`` quoted from a note, or written by a model) leave the text first."""
+    drafted = answer
+    answer, forged = forged_markers(answer)
     by_id = {ev.chunk_id: ev for ev in evidence}
     tokens = {ev.chunk_id: evidence_tokens(ev.text) for ev in evidence}
     sentences: list[AnswerSentence] = []
@@ -172,13 +196,37 @@ def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True, dr
         cited = set().union(*(tokens[r] for r in valid)) if valid else set()
         # an uncited claim left unsupported shows how much of it the best passage holds
         overlap = weights.coverage(cited)[0] if valid or not attribute else share
-        ok = bool(valid) and overlap >= threshold
+        across = bool(valid) and all(language(by_id[r].text) != language(text) for r in valid)
+        lexical = bool(valid) and (overlap >= threshold or (across and support is not None and enforce_support))
+        why = (
+            ""
+            if lexical
+            else ("it cites no passage of the context" if not valid else "too few of its terms are in what it cites")
+        )
+        backing: float | None = None
+        if lexical and support is not None:
+            backing = max(support([(text, by_id[r].text) for r in valid]))
+            if enforce_support and backing < support_threshold:
+                why = f"the reader finds no support in what it cites ({backing:.2f} < {support_threshold:.2f})"
+        ok = lexical and not why
         supported += ok
         unsupported += not ok
         if not ok:
             cuts.append((claim.para, claim.start, claim.end))
             cut_at.append(len(sentences))
-        sentences.append(AnswerSentence(text, tuple(valid), ok, round(overlap, 3), threshold, rejected, attributed))
+        sentences.append(
+            AnswerSentence(
+                text,
+                tuple(valid),
+                ok,
+                round(overlap, 3),
+                threshold,
+                rejected,
+                attributed,
+                support=None if backing is None else round(backing, 4),
+                why=why,
+            )
+        )
         if ok:
             for ref in valid:
                 s, e = _best_span(by_id[ref].text, weights)
@@ -189,9 +237,9 @@ def verify(answer: str, evidence: Sequence[Evidence], attribute: bool = True, dr
         cuts = []
     for i in cut_at if cuts else ():
         sentences[i] = dataclasses.replace(sentences[i], dropped=True)
-    text = _edited(paras, marks, cuts) if marks or cuts else ""
+    text = _edited(paras, marks, cuts) if marks or cuts else (answer if answer != drafted else "")
     rejected = tuple(dict.fromkeys(rejected_all))
-    return Verification(tuple(sentences), citations, supported, unsupported, rejected, text, len(cuts))
+    return Verification(tuple(sentences), citations, supported, unsupported, rejected, text, len(cuts), tuple(forged))
 
 
 def _attribute(weights: TermWeights, tokens: Mapping[str, set[str]]) -> tuple[str, float]:

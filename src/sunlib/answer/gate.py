@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..config import AnswerSettings, GateSetting
-from ..contracts import Refusal
+from ..contracts import Reading, Refusal
 from ..store import Store
 from .expect import Expectation
 from .refusals import joined, refusal
@@ -163,6 +163,22 @@ def lexical_setting(settings: AnswerSettings, profile: GateProfile) -> Gate:
 
 
 @dataclass(frozen=True)
+class ReaderSignal:
+    """The reader's readings of the kept passages (in their order) and the best of them."""
+
+    readings: tuple[Reading, ...]
+    reader: str
+
+    @property
+    def best(self) -> int:
+        return max(range(len(self.readings)), key=lambda i: self.readings[i].probability)
+
+    @property
+    def probability(self) -> float:
+        return self.readings[self.best].probability if self.readings else 0.0
+
+
+@dataclass(frozen=True)
 class GateSignals:
     """What selection measured on the kept evidence, for the gate to decide on."""
 
@@ -176,6 +192,7 @@ class GateSignals:
     expectation_met: bool = True
     content_terms: bool = True  # False: the question has no word to look up ("???")
     answerability: Answerability | None = None  # the learned scorer's, when it ran
+    reading: ReaderSignal | None = None  # the reader's, when one is configured
 
     @property
     def checks_passed(self) -> bool:
@@ -226,14 +243,16 @@ class ScoreGate:
         return GateDecision(not found, score, gate.threshold, gate, tuple(found))
 
 
-def _refusals(s: GateSignals, low: Refusal | None) -> list[Refusal]:
-    """Every reason to refuse: no word to look up, no evidence, else the gate's own (``low``) and the
-    name and answer-type checks, which refuse whatever the score."""
+def _refusals(s: GateSignals, low: Refusal | None, checks: bool = True) -> list[Refusal]:
+    """Every reason to refuse: no word to look up, no evidence, else the gate's own (``low``) and
+    (with ``checks``) the name and answer-type checks, which refuse whatever the score."""
     if not s.content_terms:
         return [refusal("no_content_terms")]
     if not s.kept:
         return [refusal("no_evidence")]
     found = [low] if low is not None else []
+    if not checks:
+        return found
     if s.missing_names:
         found.append(refusal("missing_name", names=list(s.missing_names[:5])))
     if s.expects is not None and not s.expectation_met:
@@ -273,8 +292,38 @@ class LearnedGate:
         return GateDecision(not found, p, self.threshold, gate, tuple(found))
 
 
+@dataclass(frozen=True)
+class ReaderGate:
+    """Refuses when no kept passage is likely to answer: the reader's best probability over them is
+    below one threshold, the same for every vault and language. The name and answer-type checks
+    run only with ``checks`` (the reader reads names and quantities itself). Without readings
+    (no reader configured) the ``fallback`` gate decides."""
+
+    threshold: float
+    source: str
+    fallback: RefusalGate
+    checks: bool = False
+
+    def decide(self, signals: GateSignals) -> GateDecision:
+        s = signals
+        if s.reading is None or not s.reading.readings:
+            return self.fallback.decide(s)
+        gate = Gate(self.threshold, 0.0, self.source)
+        p = s.reading.probability
+        low = None
+        if p < self.threshold:
+            low = refusal("reader_unanswerable", probability=p, threshold=self.threshold, reader=s.reading.reader)
+        found = _refusals(s, low, self.checks)
+        return GateDecision(not found, p, self.threshold, gate, tuple(found))
+
+
 def build_gate(
-    settings: AnswerSettings, profile: GateProfile, store: Store, space_name: str | None, lang: str
+    settings: AnswerSettings,
+    profile: GateProfile,
+    store: Store,
+    space_name: str | None,
+    lang: str,
+    reader_threshold: float | None = None,
 ) -> RefusalGate:
     """The gate for one question: the profile's numbers, then settings, then a stored calibration.
 
@@ -292,6 +341,11 @@ def build_gate(
     dense = Gate.load(store, gate_key(space_name), default, lang) if space_name else default
     lexical = Gate.load(store, gate_key(None), lexical_setting(settings, profile), lang)
     scored = ScoreGate(dense, lexical)
+    if settings.gate == "reader" and reader_threshold is not None:
+        explicit = settings.reader_threshold is not None
+        threshold = settings.reader_threshold if settings.reader_threshold is not None else reader_threshold
+        source = "reader, " + ("settings" if explicit else "the threshold shipped with the model")
+        return ReaderGate(threshold, source, scored, settings.reader_checks)
     params = load_params() if settings.gate == "learned" else None
     if params is None:
         return scored

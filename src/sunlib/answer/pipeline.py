@@ -15,6 +15,8 @@ them for a ``Library``.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -32,7 +34,16 @@ from ..contracts import (
     to_jsonable,
 )
 from ..errors import UserError
-from ..providers import Embedder, Reranker, Writer, create_reranker, create_writer, sentence_model
+from ..providers import (
+    Embedder,
+    Reader,
+    Reranker,
+    Writer,
+    create_reader,
+    create_reranker,
+    create_writer,
+    sentence_model,
+)
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
 from ..store import RunRecord, Store, Visibility
@@ -44,7 +55,7 @@ from .decompose import Analysis, analyze
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage, create_judge
 from .planner import create_planner_model
-from .refusals import joined, refusal
+from .refusals import joined, localized, refusal
 from .router import Router, create_router, direct_reply, language
 from .select import Selection
 from .stages import (
@@ -88,7 +99,9 @@ class Asker:
         sentence_model: Callable[[], Embedder] | None = None,
         judge: AnswerabilityJudge | None = None,
         judge_off: str = "judge off",
+        reader: Callable[[], Reader | None] = lambda: None,
     ) -> None:
+        self.reader = reader
         self.settings = settings
         self.store = store
         self.writer = writer
@@ -101,12 +114,12 @@ class Asker:
             RerankStage(reranker),
         )
         select_stage = SelectStage(
-            settings, store, profile_for(settings.embedding.provider), space_name, sentence_model
+            settings, store, profile_for(settings.embedding.provider), space_name, sentence_model, reader
         )
         context_stage, write_stage, verify_stage = (
             ContextStage(settings, store),
             WriteStage(settings, writer),
-            VerifyStage(settings),
+            VerifyStage(settings, writer, reader),
         )
         self.stages: tuple[Stage[Any, Any] | Round, ...] = (
             route_stage,
@@ -372,7 +385,8 @@ def _refusal(q: Question, refusals: Sequence[Refusal], sel: Selection) -> Answer
 
 
 def _refused_frame(q: Question, refusals: Sequence[Refusal], confidence: float, level: str) -> AnswerFrame:
-    reason = joined(refusals) or "refused"
+    refusals = localized(refusals, q.lang)
+    reason = joined(refusals, q.lang) or ("拒绝回答" if q.lang == "zh" else "refused")
     return AnswerFrame(
         question=q.text,
         answer=REFUSAL_TEXT[q.lang].format(reason=reason),
@@ -385,6 +399,19 @@ def _refused_frame(q: Question, refusals: Sequence[Refusal], confidence: float, 
         confidence_level=level,
         refusals=tuple(refusals),
     )
+
+
+def _preload_reader(settings: Settings) -> None:
+    """Start loading the reader in the background: the first question's retrieval runs meanwhile, and
+    selection waits for it (``create_reader`` loads once under a lock). A failure is not lost: the
+    selection's own call loads again and raises it there."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            create_reader(settings.answer)
+
+    if settings.answer.reader != "none":
+        threading.Thread(target=load, name="sunlib-reader-load", daemon=True).start()
 
 
 def build_asker(library: Library, writer: Writer | None = None, reranker: Reranker | None = None) -> Asker:
@@ -401,6 +428,7 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
         reranker.bind(store, settings)
     router = create_router(settings.answer.router, writer)
     judge, judge_off = create_judge(settings, writer)
+    _preload_reader(settings)
     return Asker(
         settings,
         library.search,
@@ -412,4 +440,5 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
         sentence_model(settings),  # a loader; the gate and the writer share it
         judge,
         judge_off,
+        lambda: create_reader(settings.answer),  # loaded on the first question (a search never loads it)
     )

@@ -10,6 +10,8 @@ always seen). The codes:
 ``low_gate``        the gate score is below the threshold (score, threshold, signals)
 ``low_answerability`` the learned scorer's probability that the evidence answers the
                     question is below its threshold (probability, threshold, best unit)
+``reader_unanswerable`` the reader's best probability that a kept passage answers the question
+                    is below its threshold (probability, threshold, reader)
 ``missing_name``    a name the question uses appears in no selected passage (names)
 ``missing_quantity`` the question asks for a duration, size or count none states (expects)
 ``llm_unanswerable`` the answerability judge (an LLM) found the evidence does not answer (reason, model)
@@ -60,6 +62,9 @@ _MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "no_content_terms": lambda p: "the question has no word to look up in the notes",
     "low_gate": _low_gate,
     "low_answerability": _low_answerability,
+    "reader_unanswerable": lambda p: (
+        f"no selected passage answers it (the reader's best answerability {below(p['probability'], p['threshold'], 2)})"
+    ),
     "missing_name": lambda p: f"no selected passage mentions {', '.join(p['names'])}",
     "missing_quantity": lambda p: f"the question asks for {p['expects']}, and no selected passage states one",
     "llm_unanswerable": lambda p: (
@@ -75,6 +80,56 @@ _MESSAGES: dict[str, Callable[[Mapping[str, Any]], str]] = {
 CODES: tuple[str, ...] = tuple(_MESSAGES)
 
 
+def _low_gate_zh(p: Mapping[str, Any]) -> str:
+    cosine, coverage = p["top_cosine"], p["coverage"]
+    parts = (
+        f"最高余弦 {cosine:.3f}，覆盖率 {coverage:.2f}" if cosine is not None else f"覆盖率 {coverage:.2f}，无向量分数"
+    )
+    if p["sentence_cosine"] is not None:
+        parts += f"，最佳句子 {p['sentence_cosine']:.3f}"
+    absent = f"；资料中没有：{'、'.join(p['missing_terms'])}" if p["missing_terms"] else ""
+    return f"门限分数 {below(p['gate_score'], p['threshold'], 3)}（{parts}）{absent}"
+
+
+# The same reasons for a Chinese question: the whole refusal is in the question's language.
+_MESSAGES_ZH: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "no_evidence": lambda p: "你可见的笔记中没有与问题匹配的段落",
+    "no_content_terms": lambda p: "问题中没有可以在笔记里查找的词",
+    "low_gate": _low_gate_zh,
+    "low_answerability": lambda p: (
+        f"资料不太可能回答这个问题（可回答概率 {below(p['probability'], p['threshold'], 2)}）"
+    ),
+    "reader_unanswerable": lambda p: (
+        f"选中的段落都不能回答它（阅读模型的最高可回答概率 {below(p['probability'], p['threshold'], 2)}）"
+    ),
+    "missing_name": lambda p: f"选中的段落都没有提到 {'、'.join(p['names'])}",
+    "missing_quantity": lambda p: f"问题问的是{p['expects']}，但选中的段落都没有给出",
+    "llm_unanswerable": lambda p: (
+        "语言模型判断选中的段落不能回答这个问题" + (f"（{p['reason']}）" if p.get("reason") else "")
+    ),
+    "writer_failed": lambda p: f"写作模型出错（{p['error']}）",
+    "unsupported_draft": lambda p: f"草稿中没有一句得到资料支持（门限分数 {p['gate_score']:.3f}；0 个已验证片段）",
+    "not_looked_up": lambda p: f"没有查找（{p['cap']}）",
+}
+
+
+def localized(refusals: Sequence[Refusal], lang: str) -> tuple[Refusal, ...]:
+    """The refusals with their messages in ``lang`` ("zh": Chinese; anything else: English as made).
+    A part's refusal in agentic mode keeps its sub-question in front (params ``sub_question``)."""
+    if lang != "zh":
+        return tuple(refusals)
+    out = []
+    for r in refusals:
+        render = _MESSAGES_ZH.get(r.code)
+        if render is None:
+            out.append(r)
+            continue
+        text = render(r.params)
+        part = r.params.get("sub_question")
+        out.append(Refusal(r.code, r.params, f"{part} {text}" if part else text))
+    return tuple(out)
+
+
 def refusal(code: str, **params: Any) -> Refusal:
     """The refusal record for ``code``, its message rendered from ``params``."""
     if code not in _MESSAGES:
@@ -82,6 +137,6 @@ def refusal(code: str, **params: Any) -> Refusal:
     return Refusal(code, dict(params), _MESSAGES[code](params))
 
 
-def joined(refusals: Sequence[Refusal]) -> str | None:
-    """The sentence users read: every reason's message, joined with "; "."""
-    return "; ".join(r.message for r in refusals) or None
+def joined(refusals: Sequence[Refusal], lang: str = "en") -> str | None:
+    """The sentence users read: every reason's message, joined with "; " ("；" for Chinese)."""
+    return ("；" if lang == "zh" else "; ").join(r.message for r in refusals) or None

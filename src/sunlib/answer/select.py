@@ -20,6 +20,10 @@
   question mentions (``HNSW``, ``--as``, ``macOS``; see ``text.terms.names``) must
   appear in the selected evidence, and a question that asks for a duration, a size or
   a count must find one stated there (``answer.expect``).
+* The reader (``[answer] reader``, providers/readers) reads the question with every kept
+  passage (its heading path on a first line): the probability that it answers and the
+  answer's span, in offsets of the chunk text. The reader gate decides on the best of them
+  (``[answer] gate = "reader"``); the extractive writer opens with the span's unit.
 * Confidence (seed 002 phase 4): the mean coverage of the top three chunks, with
   ``low`` and ``caution`` levels that the LLM writer's prompt reacts to.
 * Expansion (seed 002 phase 3): only seeds scoring at least ``expand_threshold`` get
@@ -35,14 +39,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import AnswerSettings
-from ..contracts import Evidence, Ranked
-from ..providers.registry import Embedder
+from ..contracts import Evidence, Ranked, Reading
+from ..providers.registry import Embedder, Reader
 from ..store import ChunkRow, DocumentStore
 from ..text import TermWeights
 from ..text.sentences import clean_sentence, sentence_spans
 from ..text.terms import as_words, fold, has_content, names, token_set
 from .expect import Expectation, expected_answer
-from .gate import Gate, GateDecision, GateSignals, RefusalGate, gate_key
+from .gate import Gate, GateDecision, GateSignals, ReaderSignal, RefusalGate, gate_key
 from .router import language
 from .scorer import AnswerScorer, Passage, ScoredUnit, answerable_features
 
@@ -78,6 +82,12 @@ class Selection:
     @property
     def passed(self) -> bool:
         return self.decision.passed
+
+    @property
+    def readings(self) -> dict[str, Reading]:
+        """The reader's reading of each kept chunk, by chunk id (empty without a reader)."""
+        r = self.signals.reading
+        return {k.hit.chunk_id: x for k, x in zip(self.kept, r.readings, strict=True)} if r else {}
 
     @property
     def reason(self) -> str | None:
@@ -147,6 +157,27 @@ def _keep(ranked: Sequence[Ranked], settings: AnswerSettings) -> tuple[list[Rank
     return kept, low, dupes
 
 
+def reader_text(heading_path: Sequence[str], text: str) -> tuple[str, int]:
+    """What the reader reads of a chunk: its heading path on a first line (names often live only
+    there), then the text; and the length of that first line, to map a span back into ``text``."""
+    head = " > ".join(h for h in heading_path if h)
+    return (f"{head}\n{text}", len(head) + 1) if head else (text, 0)
+
+
+def read_passages(reader: Reader, question: str, passages: Sequence[tuple[Sequence[str], str]]) -> ReaderSignal:
+    """The reader's readings of (heading path, text) passages, spans as offsets into each text (a span
+    the reader found in the heading line is no span of the text: it maps to the empty span at 0)."""
+    framed = [reader_text(h, t) for h, t in passages]
+    out: list[Reading] = []
+    readings = reader.read(question, [f for f, _ in framed])
+    for (_, text), (_, shift), reading in zip(passages, framed, readings, strict=True):
+        start, end = max(0, reading.start - shift), max(0, reading.end - shift)
+        if end <= start:
+            start = end = 0
+        out.append(replace(reading, start=start, end=end, text=text[start:end]))
+    return ReaderSignal(tuple(out), reader.name)
+
+
 def select(
     question: str,
     ranked: Sequence[Ranked],
@@ -155,6 +186,7 @@ def select(
     settings: AnswerSettings,
     sentence_model: Callable[[], Embedder] | None = None,
     scorer: AnswerScorer | None = None,
+    reader: Reader | None = None,
 ) -> Selection:
     kept, low, dupes = _keep(ranked, settings)
     head = kept[:GATE_DEPTH]
@@ -162,7 +194,8 @@ def select(
     missing = as_words(question, missing)
     cosines = [r.hit.routes["dense"].score for r in kept if "dense" in r.hit.routes and r.hit.routes["dense"].rank]
     texts = [r.hit.text for r in kept]
-    evidence_tokens = token_set(fold(r.hit.text) for r in kept)
+    # a name the question uses may live only in the chunk's heading path or its note's title
+    evidence_tokens = token_set(fold(" ".join((r.hit.title, *r.hit.heading_path, r.hit.text))) for r in kept)
     expects = expected_answer(question) if settings.check_answer_type else None
     signals = GateSignals(
         kept=len(kept),
@@ -179,6 +212,10 @@ def select(
         expectation_met=expects is None or expects.met_by(texts),
         content_terms=bool(weights) and has_content(question),
     )
+    if reader is not None and kept and signals.content_terms:
+        signals = replace(
+            signals, reading=read_passages(reader, question, [(r.hit.heading_path, r.hit.text) for r in kept])
+        )
     units: list[ScoredUnit] = []
     if scorer is not None and kept and signals.content_terms:
         passages = [Passage.of(r, i) for i, r in enumerate(kept, 1)]

@@ -38,7 +38,7 @@ from ..contracts import (
     to_jsonable,
 )
 from ..errors import ProviderError
-from ..providers import Embedder, Reranker, Writer
+from ..providers import Embedder, Reader, Reranker, Writer
 from ..steps import RETRIEVAL_STEPS, Step
 from ..store import Store
 from ..text import TermWeights
@@ -303,12 +303,14 @@ class SelectStage(Stage[SelectIn, Selection]):
         profile: GateProfile,
         space_name: Callable[[], str],
         sentence_model: Callable[[], Embedder] | None,
+        reader: Callable[[], Reader | None] = lambda: None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.profile = profile
         self.space_name = space_name
         self.sentence_model = sentence_model
+        self.reader = reader  # a loader: the model loads on the first question, not with the library
         params = load_params()
         self.scorer = AnswerScorer(params, sentence_model) if params is not None else None
 
@@ -317,10 +319,11 @@ class SelectStage(Stage[SelectIn, Selection]):
         q = inp.question
         # a dense gate is per embedding space; without a dense score the lexical gate decides
         space = self.space_name() if self.settings.search.mode != "bm25" else None
-        gate = build_gate(s, self.profile, self.store, space, q.lang)
+        reader = self.reader()
+        gate = build_gate(s, self.profile, self.store, space, q.lang, reader.threshold if reader else None)
         ranked = inp.reranked.ranked
         with tracer.step(Step.SELECT, f"{len(ranked)} candidates, min score {s.min_score}") as step:
-            sel = select(q.text, ranked, inp.retrieved.weights, gate, s, self.sentence_model, self.scorer)
+            sel = select(q.text, ranked, inp.retrieved.weights, gate, s, self.sentence_model, self.scorer, reader)
             step.done(
                 (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
                 status="ok" if sel.passed else "warning",
@@ -356,7 +359,30 @@ def _selection_details(sel: Selection) -> dict[str, Any]:
         "reason": sel.reason,
         "refusals": [r.code for r in sel.decision.refusals],
         "answerability": _answerability(sel),
+        "reader": _reading(sel),
         "top_units": [u.explain() for u in sel.units[:5]],
+    }
+
+
+def _reading(sel: Selection) -> dict[str, Any] | None:
+    """The reader's probability and span for each kept passage, as the trace and the UI show them."""
+    r = sel.signals.reading
+    if r is None:
+        return None
+    return {
+        "reader": r.reader,
+        "probability": round(r.probability, 4),
+        "passages": [
+            {
+                "chunk_id": k.hit.chunk_id,
+                "path": k.hit.path,
+                "probability": round(x.probability, 4),
+                "span": x.text,
+                "start": x.start,
+                "end": x.end,
+            }
+            for k, x in zip(sel.kept, r.readings, strict=True)
+        ],
     }
 
 
@@ -454,7 +480,13 @@ class WriteStage(Stage[WriteIn, Written]):
         q, context = inp.question, inp.context
         note = CONFIDENCE_NOTES.get((inp.selection.level, q.lang), "")
         request = WriteRequest(
-            q.text, context, inp.retrieved.weights, note, self.settings.answer.max_sentences, inp.selection.units
+            q.text,
+            context,
+            inp.retrieved.weights,
+            note,
+            self.settings.answer.max_sentences,
+            inp.selection.units,
+            inp.selection.readings,
         )
         with tracer.step(Step.WRITE, f"{self.writer.name} with {len(context.evidence)} sources") as step:
             try:
@@ -491,15 +523,29 @@ class VerifyStage(Stage[VerifyIn, Verification]):
     output = "verification"
     steps = (Step.VERIFY,)
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, writer: Writer, reader: Callable[[], Reader | None] = lambda: None) -> None:
         self.drop = settings.answer.unsupported == "drop"
+        # an LLM's sentences are checked by the reader too; the extractive writer quotes, and its
+        # quotes are checked term by term as before
+        self.reader = reader if writer.is_llm else (lambda: None)
+        self.support_threshold = settings.answer.support_threshold
+        self.enforce = settings.answer.reader_support
 
     def run(self, inp: VerifyIn, tracer: Tracer) -> Verification:
         draft = inp.written.draft
         assert draft is not None  # a failed write halts the run before this stage
         with tracer.step(Step.VERIFY, f"{len(draft.text)} characters") as step:
             echo = any(f in draft.text for f in inp.context.fence.split("\n") if f)  # the prompt's fence lines
-            checked = verify(draft.text, inp.context.evidence, attribute=not echo, drop=self.drop)
+            reader = self.reader()
+            checked = verify(
+                draft.text,
+                inp.context.evidence,
+                attribute=not echo,
+                drop=self.drop,
+                support=reader.support if reader is not None else None,
+                support_threshold=self.support_threshold,
+                enforce_support=self.enforce,
+            )
             step.done(
                 f"{checked.supported} supported, {checked.unsupported} unsupported"
                 + (f" ({checked.dropped} dropped)" if checked.dropped else "")
@@ -509,5 +555,7 @@ class VerifyStage(Stage[VerifyIn, Verification]):
                 sentences=[to_jsonable(s) for s in checked.sentences],
                 rejected_refs=list(checked.rejected_refs),
                 dropped=checked.dropped,
+                reader=reader.name if reader is not None else None,
+                forged_markers=list(checked.forged),
             )
         return checked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -144,12 +145,16 @@ def print_answer(result: AskResult, saved: bool = True) -> None:
     out.print(f"[dim]confidence {frame.confidence:.2f} ({frame.confidence_level}) · route {frame.route} · {run}[/]")
 
 
+_BOLD = re.compile(r"\*\*([^*\n]+?)\*\*")
+
+
 def _numbered(frame: AnswerFrame, numbers: dict[str, int]) -> str:
     def repl(m: Any) -> str:
         n = numbers.get(m.group(1))
         return f"[{n}]" if n else ""
 
-    return escape(REF.sub(lambda m: "\x00" + repl(m) + "\x00", frame.answer)).replace("\x00", "")
+    text = escape(REF.sub(lambda m: "\x00" + repl(m) + "\x00", frame.answer)).replace("\x00", "")
+    return _BOLD.sub(r"[bold]\1[/]", text)  # the reader's span in an extractive answer
 
 
 runs_app = typer.Typer(help="Saved runs: the answer and run chain of past questions.", no_args_is_help=True)

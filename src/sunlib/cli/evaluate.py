@@ -182,7 +182,14 @@ def rag(
 ) -> None:
     """Recall@5, citation correctness, refusal and false-refusal rates, unsupported claims, keyword coverage,
     the multi-document figures (all_gold_recall@10, part_coverage, rounds); with --judge, judged scores beside
-    them. --mode both asks every question in both modes on the same index and prints them side by side."""
+    them. --mode both asks every question in both modes on the same index and prints them side by side.
+
+    The QA set is JSONL, one question per line: {"id": "q1", "lang": "en" | "zh", "type": TYPE,
+    "question": "...", "gold_files": ["path/in/vault.md"], "gold_phrases": ["verbatim value"],
+    "answer": "reference answer"}. TYPE is one of: fact, procedure, comparison, enumeration, cross_doc,
+    multi_part, follow_up, code_identifier, paraphrase, unanswerable; an unanswerable question has no
+    gold_files. Optional keys: parts,
+    gold_groups, follows (multi-document sets; README "QA sets")."""
     answer_modes, search_mode = _modes(mode, search_mode)
     cases = load_qa(qa)
     base = _read_baseline(baseline) if baseline else None

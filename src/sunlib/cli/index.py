@@ -37,13 +37,13 @@ def index(
     """Index new and changed notes, drop deleted ones, then embed what has no vector yet."""
     lib = Library.open(path, config).with_settings(embedding={"provider": provider}, index={"chunker": chunker})
     remove_stale_temps(lib.vault)  # what killed writers left; the walk skips them anyway
+    remember_vault(lib.vault)  # before the run: `sunlib status` finds the vault while a first index runs
     calibration: dict[str, Any] | None = None
     with lib, ProgressBars(enabled=not (quiet or as_json)) as bars:
         report = lib.index(embed=False if no_embed else None, progress=bars, on_wait=waiting)
         if lib.settings.answer.self_calibrate and not no_embed:
             calibration = _self_calibrate(lib, report, bars)
         status = lib.status() if not no_embed else None
-    remember_vault(lib.vault)
     if as_json:
         print_json({"index": str(lib.db_path), **report.as_dict(), "calibration": calibration})
     else:
@@ -102,8 +102,10 @@ def _print_report(
     out.print(table)
     if status:
         out.print(f"space {status['active_space']}: {status['vectors_total']} vectors")
+    withdrawn = set(report.withdrawn)
     for p, reason in report.failed:  # plain text: a file name may look like rich markup
-        sys.stderr.write(f"failed: {p}: {' '.join(reason.split())}\n")
+        gone = " (its earlier version is no longer served)" if p in withdrawn else ""
+        sys.stderr.write(f"failed: {p}: {' '.join(reason.split())}{gone}\n")
     if no_embed:
         out.print("text index ready (BM25 search works now); run `sunlib index` again to add vectors")
     if calibration is not None and "threshold" in calibration:

@@ -145,50 +145,55 @@ def load_qa(path: Path, label: str | None = None) -> list[QACase]:
         raise DatasetError(f"QA set not found: {label}")
     cases: list[QACase] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{label}:{n}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise DatasetError(f"{where}: expected a JSON object")
-            missing = [k for k in ("id", "question", "type") if not isinstance(row.get(k), str) or not row[k].strip()]
-            if missing:
-                raise DatasetError(f"{where}: missing or empty field(s): {', '.join(missing)}")
-            if row["type"] not in TYPES:
-                raise DatasetError(f"{where}: type {row['type']!r} is not one of {', '.join(TYPES)}")
-            if row["id"] in seen:
-                raise DatasetError(f"{where}: duplicate id {row['id']!r}")
-            seen.add(row["id"])
-            gold_files, gold_phrases = row.get("gold_files") or [], row.get("gold_phrases") or []
-            if not all(isinstance(x, str) for x in [*gold_files, *gold_phrases]):
-                raise DatasetError(f"{where}: gold_files and gold_phrases must be lists of strings")
-            parts = parse_parts(row, where)
-            partial = any(not p.coverable for p in parts) and any(p.coverable for p in parts)
-            if row["type"] == "unanswerable" and gold_files and not partial:
-                raise DatasetError(
-                    f"{where}: an unanswerable question has no gold_files (unless its parts name an uncovered one)"
-                )
-            if row["type"] != "unanswerable" and not gold_files:
-                raise DatasetError(f"{where}: an answerable question needs gold_files")
-            cases.append(
-                QACase(
-                    row["id"],
-                    str(row.get("lang") or "und"),
-                    row["type"],
-                    row["question"],
-                    tuple(gold_files),
-                    tuple(gold_phrases),
-                    str(row.get("answer") or ""),
-                    parts,
-                    parse_groups(row, where) if row.get("gold_groups") is not None else (),
-                    _follows(row, where, seen),
-                )
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{label}: not UTF-8 text (byte {exc.start})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{label}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise DatasetError(f"{where}: nested too deeply to be a question") from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{where}: expected a JSON object")
+        missing = [k for k in ("id", "question", "type") if not isinstance(row.get(k), str) or not row[k].strip()]
+        if missing:
+            raise DatasetError(f"{where}: missing or empty field(s): {', '.join(missing)}")
+        if row["type"] not in TYPES:
+            raise DatasetError(f"{where}: type {row['type']!r} is not one of {', '.join(TYPES)}")
+        if row["id"] in seen:
+            raise DatasetError(f"{where}: duplicate id {row['id']!r}")
+        seen.add(row["id"])
+        gold_files, gold_phrases = row.get("gold_files") or [], row.get("gold_phrases") or []
+        if not all(isinstance(x, str) for x in [*gold_files, *gold_phrases]):
+            raise DatasetError(f"{where}: gold_files and gold_phrases must be lists of strings")
+        parts = parse_parts(row, where)
+        partial = any(not p.coverable for p in parts) and any(p.coverable for p in parts)
+        if row["type"] == "unanswerable" and gold_files and not partial:
+            raise DatasetError(
+                f"{where}: an unanswerable question has no gold_files (unless its parts name an uncovered one)"
             )
+        if row["type"] != "unanswerable" and not gold_files:
+            raise DatasetError(f"{where}: an answerable question needs gold_files")
+        cases.append(
+            QACase(
+                row["id"],
+                str(row.get("lang") or "und"),
+                row["type"],
+                row["question"],
+                tuple(gold_files),
+                tuple(gold_phrases),
+                str(row.get("answer") or ""),
+                parts,
+                parse_groups(row, where) if row.get("gold_groups") is not None else (),
+                _follows(row, where, seen),
+            )
+        )
     if not cases:
         raise DatasetError(f"{label}: no questions")
     return cases
@@ -261,7 +266,8 @@ def run_case(
         "unsupported": frame.unsupported,
         "dropped": frame.dropped,
         "keyword_coverage": (
-            sum(_norm(p) in _norm(frame.answer) for p in case.gold_phrases) / len(case.gold_phrases)
+            # as a reader sees the answer: the bold around the reader's span is no text
+            sum(_norm(p) in _norm(frame.answer.replace("**", "")) for p in case.gold_phrases) / len(case.gold_phrases)
             if case.gold_phrases
             else None
         ),

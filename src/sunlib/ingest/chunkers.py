@@ -60,7 +60,7 @@ class StructureChunker:
         spans: list[tuple[tuple[str, ...], list[_Unit]]] = []
         for section, units in _sections(note.text, parsed.blocks, self.max_tokens):
             spans.extend((section, packed) for packed in self._pack(note.text, units))
-        return _make_chunks(note, [(hp, u[0].start, u[-1].end) for hp, u in spans])
+        return _make_chunks(note, [(hp, u[0].start, u[-1].end) for hp, u in spans] or _outline(note, parsed))
 
     def _pack(self, text: str, units: Sequence[_Unit]) -> list[list[_Unit]]:
         # Sizes are weights of the units plus the gaps between them, so int(size) is
@@ -120,7 +120,16 @@ class FixedChunker:
             if end == len(text):
                 break
             pos = end - self.overlap
-        return _make_chunks(note, spans)
+        return _make_chunks(note, spans or _outline(note, parsed))
+
+
+def _outline(note: Note, parsed: ParsedMarkdown) -> list[tuple[tuple[str, ...], int, int]]:
+    """The one chunk of a note with no prose: its headings (or, with nothing after the frontmatter,
+    the frontmatter itself), so that search finds it, by title and headings at least."""
+    s, e = trim_span(note.text, parsed.body_start, len(note.text))
+    if e <= s:
+        s, e = trim_span(note.text, 0, parsed.body_start)
+    return [((), s, e)] if e > s else []
 
 
 def make_chunker(settings: IndexSettings) -> StructureChunker | FixedChunker:

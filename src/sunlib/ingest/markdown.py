@@ -24,12 +24,16 @@ from markdown_it import MarkdownIt
 
 from ..contracts import Block
 from .ids import line_starts
-from .yaml_bounded import YamlTooLarge, load_yaml
+from .yaml_bounded import DuplicateKey, YamlTooLarge, load_yaml
 
 # text_join off: escapes and entities stay their own tokens, so "\#x" and "&#35;x" are no tags
 _MD = MarkdownIt("commonmark").enable("table").disable("text_join")
 _LONE_CR = re.compile(r"\r(?!\n)")
-_FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*$", re.MULTILINE)
+_FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
+_FRONTMATTER_OPEN = re.compile(r"\A---[ \t]*\r?\n")
+# a fence-like first line (after blank lines, indented, two dashes or more, spaces between them),
+# then a "key:" line
+_LOOKS_LIKE_FRONTMATTER = re.compile(r"\A(?:[ \t]*\r?\n)*[ \t]*-[ \t]*-[- \t]*\r?\n[ \t]*[A-Za-z_][\w-]*[ \t]*:")
 # A trailing attribute list on a heading ("Setup { #setup }", MkDocs/Pandoc) is an anchor, not title text.
 _HEADING_ATTRS = re.compile(r"\s*\{\s*#[^{}]*\}\s*$")
 _WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
@@ -65,17 +69,28 @@ class ParsedMarkdown:
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], int]:
-    """YAML frontmatter (``---`` on the first line, closed by ``---`` or ``...``) and where the body starts."""
-    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+    """YAML frontmatter (``---`` on the first line, closed by ``---`` or ``...``) and where the body starts.
+
+    It fails closed: a file that starts like frontmatter but is not well-formed frontmatter raises
+    FrontmatterError (the note is not indexed), never reads as a note without metadata, because its
+    ``acl:`` would then be body text and the note public. That is an opening ``---`` that is never
+    closed, and a fence-like first line (``--``, `` ---``, ``---`` after blank lines) followed by a
+    ``key:`` line."""
+    opening = _FRONTMATTER_OPEN.match(text)
+    if opening is None:
+        if _LOOKS_LIKE_FRONTMATTER.match(text):
+            raise FrontmatterError("frontmatter must open with '---' alone on the first line")
         return {}, 0
-    first_nl = text.index("\n") + 1
+    first_nl = opening.end()
     m = _FRONTMATTER_END.search(text, first_nl)
     if m is None:
-        return {}, 0  # a lone thematic break, not frontmatter
+        raise FrontmatterError("frontmatter opened on line 1 is never closed (no '---' line after it)")
     try:
         data = load_yaml(text[first_nl : m.start()]) or {}
     except YamlTooLarge as exc:
         raise FrontmatterError(f"YAML frontmatter too large: {exc}") from None
+    except DuplicateKey as exc:
+        raise FrontmatterError(f"invalid YAML frontmatter: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""

@@ -175,12 +175,15 @@ def load_note(vf: VaultFile, default_acl: Sequence[str]) -> tuple[Note, ParsedMa
         try:
             sidecar_bytes = _read(vf.sidecar)
             loaded = load_yaml(sidecar_bytes.decode("utf-8")) or {}
-        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: YamlTooLarge, bad dates, bad UTF-8
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: YamlTooLarge, DuplicateKey, bad dates, UTF-8
             raise NoteError(f"invalid sidecar {vf.sidecar.name}: {_short(exc)}") from None
         if not isinstance(loaded, dict):
             raise NoteError(f"invalid sidecar {vf.sidecar.name}: must be a YAML mapping")
         sidecar = loaded
 
+    for key in (*parsed.frontmatter, *sidecar):
+        if isinstance(key, str) and key.casefold() == "acl" and key != "acl":
+            raise NoteError(f"the metadata key {key!r} is not 'acl': write it in lower case")
     metadata = _json_safe({**parsed.frontmatter, **sidecar})
     tags = _as_list(parsed.frontmatter.get("tags")) + _as_list(sidecar.get("tags")) + list(parsed.tags)
     tags = list(dict.fromkeys(t.lstrip("#").strip().lower() for t in tags if t.strip()))

@@ -12,6 +12,9 @@ while PyYAML composes the node graph, before any Python object is built, and sto
 - ``MAX_SCALAR_CHARS`` characters of scalars in the expanded document (an alias to one
   long string, repeated, is caught here).
 
+A mapping that repeats a key is refused too (``DuplicateKey``): PyYAML keeps the last value in
+silence, so a second ``acl:`` could widen a note's access without anyone seeing it.
+
 The figures are far above any real frontmatter (the sample vault's largest has 12 values
 and depth 2) and low enough that the worst accepted document is small: at most
 ``MAX_SCALAR_CHARS`` characters of text in at most ``MAX_NODES`` values.
@@ -31,6 +34,10 @@ MAX_SCALAR_CHARS = 64 * 1024
 
 class YamlTooLarge(ValueError):
     """The document is over one of the bounds; the message names it."""
+
+
+class DuplicateKey(ValueError):
+    """A mapping names the same key twice; the message names it."""
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -69,6 +76,15 @@ class _BoundedLoader(yaml.SafeLoader):
         if node is not None:
             self._sizes[id(node)] = (self._nodes - before[0], self._chars - before[1])
         return node
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise DuplicateKey(f"the key {key!r} appears twice")
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
     def _count(self, nodes: int, chars: int) -> None:
         self._nodes += nodes

@@ -1,19 +1,22 @@
 """Providers, chosen by name from config through one registry per kind (``registry.py``)."""
 
-from .base import Embedder, Reranker, Writer
+from .base import Embedder, Reader, Reranker, Writer
 from .chat import ChatCapabilities, ChatMessage, ChatModel, ChatReply, ChatRequest, ToolCall, ToolSpec
 from .registry import (
     CHAT_MODELS,
     EMBEDDERS,
+    READERS,
     RERANKERS,
     WRITERS,
     Registry,
     create_chat_model,
     create_embedder,
+    create_reader,
     create_reranker,
     create_writer,
     register_chat_model,
     register_embedder,
+    register_reader,
     register_reranker,
     register_writer,
     sentence_model,
@@ -22,6 +25,7 @@ from .registry import (
 __all__ = [
     "CHAT_MODELS",
     "EMBEDDERS",
+    "READERS",
     "RERANKERS",
     "WRITERS",
     "ChatCapabilities",
@@ -30,6 +34,7 @@ __all__ = [
     "ChatReply",
     "ChatRequest",
     "Embedder",
+    "Reader",
     "Registry",
     "Reranker",
     "ToolCall",
@@ -37,10 +42,12 @@ __all__ = [
     "Writer",
     "create_chat_model",
     "create_embedder",
+    "create_reader",
     "create_reranker",
     "create_writer",
     "register_chat_model",
     "register_embedder",
+    "register_reader",
     "register_reranker",
     "register_writer",
     "sentence_model",

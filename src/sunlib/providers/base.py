@@ -1,4 +1,4 @@
-"""The provider interfaces: an embedder, a reranker and a writer (the chat model is in ``chat/``).
+"""The provider interfaces: an embedder, a reranker, a reader and a writer (the chat model is in ``chat/``).
 
 Each is an ABC with one abstract method; a provider is any subclass, built by a factory
 that the registry (``registry.py``) finds by name.
@@ -13,11 +13,15 @@ from typing import Any, Literal
 import numpy as np
 
 from ..config import Settings
-from ..contracts import Draft, Hit, Ranked, WriteRequest
-from ..text import TermWeights
+from ..contracts import Draft, Hit, Ranked, Reading, WriteRequest
+from ..text import TermWeights, estimate_tokens
 from .chat import ChatModel
 
 Kind = Literal["passage", "query"]
+# A query vector is computed from at most this many estimated tokens of the query (its start):
+# a 4,000-character question cost 4-8 s of e5 (16-26 s in Chinese) against 50 ms for a sentence,
+# and a vector of its first 256 tokens ranks as well. BM25 still reads all of it.
+QUERY_EMBED_TOKENS = 256
 
 
 class Embedder(ABC):
@@ -41,10 +45,21 @@ class Embedder(ABC):
         return l2_normalize(self.embed_batch(texts, "passage"))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return l2_normalize(self.embed_batch([text], "query"))[0]
+        return l2_normalize(self.embed_batch([query_head(text)], "query"))[0]
 
     def describe(self) -> dict[str, object]:
         return {"provider": self.provider, "model": self.model, "dim": self.dim}
+
+
+def query_head(text: str, limit: int = QUERY_EMBED_TOKENS) -> str:
+    """The start of ``text`` up to ``limit`` estimated tokens (all of it when shorter)."""
+    if estimate_tokens(text) <= limit:
+        return text
+    lo, hi = 0, len(text)  # the longest prefix within the limit (the estimate grows with the prefix)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if estimate_tokens(text[:mid]) <= limit else (lo, mid - 1)
+    return text[:lo]
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
@@ -67,6 +82,24 @@ class Reranker(ABC):
 
     @abstractmethod
     def rerank(self, question: str, hits: Sequence[Hit], term_weights: TermWeights) -> list[Ranked]: ...
+
+
+class Reader(ABC):
+    """Reads a question with each passage: ``read`` gives a ``Reading`` per passage (in order);
+    ``support`` gives, per (claim, passage) pair, the probability that the passage supports the claim."""
+
+    name: str
+    model: str = ""
+    threshold: float = 0.5  # the answerability threshold the model was shipped with
+
+    @abstractmethod
+    def read(self, question: str, passages: Sequence[str]) -> list[Reading]: ...
+
+    @abstractmethod
+    def support(self, pairs: Sequence[tuple[str, str]]) -> list[float]: ...
+
+    def describe(self) -> dict[str, object]:
+        return {"reader": self.name, "model": self.model}
 
 
 class Writer(ABC):

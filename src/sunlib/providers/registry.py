@@ -5,6 +5,7 @@ kind       a factory receives           and returns             chosen by
 =========  ===========================  ======================  =====================
 embedder   ``EmbeddingSettings``        ``Embedder``            ``[embedding] provider``
 reranker   ``AnswerSettings``           ``Reranker``            ``[answer] reranker``
+reader     ``AnswerSettings``           ``Reader``              ``[answer] reader``
 writer     ``Settings``                 ``Writer``              ``[answer] writer``
 chat       ``LLMSettings``              ``ChatModel``           the writer (``openai``, ``llama-cpp``)
 =========  ===========================  ======================  =====================
@@ -40,13 +41,13 @@ import numpy as np
 
 from ..config import AnswerSettings, EmbeddingSettings, LLMSettings, Settings
 from ..errors import ConfigError, ProviderError
-from .base import Embedder, Kind, Reranker, Writer, l2_normalize
+from .base import Embedder, Kind, Reader, Reranker, Writer, l2_normalize
 from .chat import ChatModel
 
-__all__ = ["Embedder", "Kind", "Reranker", "Writer", "l2_normalize"]
+__all__ = ["Embedder", "Kind", "Reader", "Reranker", "Writer", "l2_normalize"]
 
 GROUP = "sunlib.providers"
-KINDS = ("embedder", "reranker", "writer", "chat")
+KINDS = ("embedder", "reranker", "reader", "writer", "chat")
 
 C = TypeVar("C")  # what a factory receives
 P = TypeVar("P")  # what it returns
@@ -67,6 +68,7 @@ BUILTINS = (
     _builtin("reranker", "lexical", "rerankers.lexical:create_lexical"),
     _builtin("reranker", "cross-encoder", "rerankers.cross_encoder:create_cross_encoder"),
     _builtin("reranker", "fusion", "rerankers.fusion:create_fusion"),
+    _builtin("reader", "sunlib", "readers.onnx:create_bundled"),
     _builtin("writer", "extractive", "writers.extractive:create_extractive"),
     _builtin("writer", "openai", "writers.llm:create_openai"),
     _builtin("writer", "llama-cpp", "writers.llm:create_llama"),
@@ -199,11 +201,13 @@ class Registry(Generic[C, P]):
 
 EMBEDDERS: Registry[EmbeddingSettings, Embedder] = Registry("embedder", "embedding provider", Embedder)
 RERANKERS: Registry[AnswerSettings, Reranker] = Registry("reranker", "reranker", Reranker, reserved=("none",))
+READERS: Registry[AnswerSettings, Reader] = Registry("reader", "reader", Reader, reserved=("none",))
 WRITERS: Registry[Settings, Writer] = Registry("writer", "writer", Writer)
 CHAT_MODELS: Registry[LLMSettings, ChatModel] = Registry("chat", "chat model", ChatModel)
 
 register_embedder = EMBEDDERS.register
 register_reranker = RERANKERS.register
+register_reader = READERS.register
 register_writer = WRITERS.register
 register_chat_model = CHAT_MODELS.register
 
@@ -225,6 +229,28 @@ def create_reranker(settings: AnswerSettings) -> Reranker | None:
     if settings.reranker == "none":
         return None
     return RERANKERS.create(settings.reranker, settings)
+
+
+def reader_names() -> list[str]:
+    return READERS.names()
+
+
+_READERS = threading.Lock()
+
+
+_LOADED_READERS: dict[tuple[object, ...], Reader] = {}
+
+
+def create_reader(settings: AnswerSettings) -> Reader | None:
+    """The configured reader, or None for ``none``. A model is loaded once per process for the same
+    reader settings (the pipeline, the agentic loop and the evaluator share it)."""
+    if settings.reader == "none":
+        return None
+    key = (settings.reader, settings.reader_model_dir, settings.reader_threads, settings.reader_windows)
+    with _READERS:
+        if key not in _LOADED_READERS:
+            _LOADED_READERS[key] = READERS.create(settings.reader, settings)
+        return _LOADED_READERS[key]
 
 
 def writer_names() -> list[str]:

@@ -128,6 +128,44 @@ class BodyLimit:
         await JSONResponse(body, status_code=413)(scope, receive, send)
 
 
+# Framing (clickjacking): only sunlib's own pages may frame a sunlib page (the Evaluate page frames the
+# report). The web UI, three static files that never build HTML from data, gets a policy that allows
+# nothing but its own files.
+FRAME_HEADERS = [(b"x-frame-options", b"SAMEORIGIN"), (b"content-security-policy", b"frame-ancestors 'self'")]
+UI_POLICY = (
+    b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    b"frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
+)
+
+
+class FrameGuard:
+    """Adds the framing headers to every HTTP response, and the UI's content security policy to ``/``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        ui = scope.get("path") == "/"
+
+        async def guarded(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in (b"x-frame-options",)]
+                have = {k.lower() for k, _ in headers}
+                for key, value in FRAME_HEADERS:
+                    if key == b"content-security-policy":
+                        value = UI_POLICY if ui else value
+                        if key in have:
+                            continue
+                    headers.append((key, value))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, guarded)
+
+
 def create_app(library: Library, watch: bool = False) -> FastAPI:
     """The app over one library; ``watch``: its lifespan keeps the index in step with the vault."""
     settings = library.settings
@@ -141,6 +179,7 @@ def create_app(library: Library, watch: bool = False) -> FastAPI:
     app.state.sunlib = ServerState(library, settings, Jobs(release=library.release_thread), watch=watch)
     errors.install(app)
     app.add_middleware(BodyLimit, limit=settings.server.max_body_bytes)
+    app.add_middleware(FrameGuard)
     if settings.server.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from ..evaluate.history import compare, eval_history, load_eval
 from ..evaluate.report import EvalRun, rag_report_html
-from .auth import principals_for
+from .auth import is_admin, principals_for
 from .errors import ERROR_RESPONSES, ApiError
 from .routes_index import BUNDLED_QA
 from .schemas import Out
@@ -79,7 +79,9 @@ def vault_qa_sets(vault: Path) -> list[str]:
 
 @router.get("/qa-sets", response_model=QASetsOut)
 def qa_sets(request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
-    return {"qa_sets": [*BUNDLED_QA, *vault_qa_sets(request.app.state.sunlib.library.vault)]}
+    """The bundled sets, and for an admin the vault's (a vault file has no ACL: routes_index._qa_path)."""
+    vault = vault_qa_sets(request.app.state.sunlib.library.vault) if is_admin(request, principals) else []
+    return {"qa_sets": [*BUNDLED_QA, *vault]}
 
 
 def _load(request: Request, eval_id: str, principals: tuple[str, ...]) -> EvalRun:

@@ -83,11 +83,13 @@ def index_files(
     return FilesOut(files=[_out(r) for r in rows], total=total, limit=limit, offset=offset, watching=state.watch)
 
 
-def _feed_event(state: ServerState, principals: tuple[str, ...], version: int) -> tuple[int, dict[str, str] | None]:
-    """The caller's view of the board's changes after ``version`` (None: nothing for it)."""
+def _feed_event(state: ServerState, principals: tuple[str, ...], version: int) -> tuple[int, dict[str, Any] | None]:
+    """The caller's view of the board's changes after ``version``: the board's version it has now
+    seen, and the event (its name and data, without a version; None: nothing for it). The board's
+    own version is never sent: it counts the saves of notes the caller may not see."""
     changes = state.board.changes_after(version)
     if changes is None:  # fell behind the kept changes: the client reloads the list
-        return state.board.version, {"event": "reload", "data": json.dumps({"version": state.board.version})}
+        return state.board.version, {"event": "reload", "data": {}}
     if not changes:
         return version, None
     paths = sorted({p for c in changes for p in c.paths})
@@ -98,8 +100,7 @@ def _feed_event(state: ServerState, principals: tuple[str, ...], version: int) -
     latest = changes[-1].version
     if not rows and not gone:
         return latest, None
-    data = {"version": latest, "files": [_out(r).model_dump() for r in rows], "gone": gone}
-    return latest, {"event": "files", "data": json.dumps(data, ensure_ascii=False)}
+    return latest, {"event": "files", "data": {"files": [_out(r).model_dump() for r in rows], "gone": gone}}
 
 
 @router.get("/files/events", response_class=EventSourceResponse, responses=SSE_RESPONSE)
@@ -107,17 +108,20 @@ async def index_file_events(
     request: Request, principals: tuple[str, ...] = Depends(principals_for)
 ) -> EventSourceResponse:
     """SSE: ``files`` events ({version, files: [...], gone: [paths]}) as statuses change; ``reload``
-    when the client fell behind and should fetch the list again."""
+    when the client fell behind and should fetch the list again. ``version`` counts the events this
+    stream sent (``ready`` is 0): changes the caller may not see move nothing."""
     state: ServerState = request.app.state.sunlib
     start = state.board.version
 
     async def events() -> AsyncIterator[dict[str, Any]]:
-        version = start
-        yield {"event": "ready", "data": json.dumps({"version": version, "watching": state.watch})}
+        board, sent = start, 0
+        yield {"event": "ready", "data": json.dumps({"version": sent, "watching": state.watch})}
         while True:
-            version, event = await asyncio.to_thread(_feed_event, state, principals, version)
+            board, event = await asyncio.to_thread(_feed_event, state, principals, board)
             if event is not None:
-                yield event
+                sent += 1
+                data = {"version": sent, **event["data"]}
+                yield {"event": event["event"], "data": json.dumps(data, ensure_ascii=False)}
             await asyncio.sleep(FEED_WAIT)
 
     return EventSourceResponse(events())

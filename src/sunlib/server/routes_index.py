@@ -77,15 +77,20 @@ def index_job(job_id: str, request: Request, reader: Reader = Depends(reader_of)
 BUNDLED_QA = ("sample_vault", "sample_vault_calibration")
 
 
-def _qa_path(name: str, vault: Path) -> tuple[Path, str]:
-    """A bundled QA set by name, or a .jsonl file inside the vault (never elsewhere on the server),
-    with the name errors give it (the set's name, or its vault-relative path)."""
+def _qa_path(name: str, vault: Path, admin: bool) -> tuple[Path, str]:
+    """A bundled QA set by name, or (for an admin) a .jsonl file inside the vault, outside hidden
+    folders (never elsewhere on the server), with the name errors give it (the set's name, or its
+    vault-relative path). A vault file carries no ACL of its own, so only an admin, who may read
+    every note, may use one; to anyone else it is as unknown as a file that does not exist."""
     if name in BUNDLED_QA:
         return Path(str(resources.files("sunlib") / "qa" / f"{name}.jsonl")), name
     try:
         path = (vault / name).resolve()
-        usable = path.suffix == ".jsonl" and path.is_relative_to(vault.resolve()) and path.is_file()
-    except (ValueError, UnicodeError, OSError):  # NUL bytes, lone surrogates, unreadable paths
+        rel = path.relative_to(vault.resolve())
+        usable = (
+            admin and path.suffix == ".jsonl" and not any(part.startswith(".") for part in rel.parts) and path.is_file()
+        )
+    except (ValueError, UnicodeError, OSError):  # outside the vault, NUL bytes, lone surrogates, unreadable
         usable = False
     if not usable:
         raise ApiError(
@@ -101,7 +106,7 @@ def start_rag_run(
     """Queue `eval rag` on a QA set; progress streams from .../events; the report has every case
     and total_cases / successful_cases / failed_cases / failure_rate."""
     state = request.app.state.sunlib
-    cases = load_qa(*_qa_path(body.qa_set, state.library.vault))[: body.limit]
+    cases = load_qa(*_qa_path(body.qa_set, state.library.vault, is_admin(request, principals)))[: body.limit]
     lib: Library = state.library
 
     grader = create_grader(lib.settings.answer.judge_provider, lib.settings.llm) if body.judge else None

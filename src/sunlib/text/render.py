@@ -11,6 +11,10 @@
 * callouts: the line ``> [!tip]- Title`` becomes ``Title:`` (``Title：`` after Chinese, no
   colon when the title ends in punctuation) and a callout without a title loses the line;
   the ``>`` markers of the callout's lines go (a quote nested inside keeps its own);
+* containers, as docs sites write them: VitePress / Docusaurus ``::: tip Title`` (or
+  ``:::tip[Title]``) ... ``:::`` and MkDocs admonitions ``!!! note "Title"`` (``???`` when
+  collapsible) read like callouts: the opening line becomes ``Title:`` (or goes, untitled), a
+  closing ``:::`` goes, and the admonition's indented lines lose their four spaces;
 * emphasis: ``**x**``, ``__x__``, ``*x*``, ``_x_``, ``~~x~~``, ``==x==`` -> ``x``. A delimiter
   that touches an ASCII letter or digit on its outer side is left alone (``x**2``,
   ``2*3*4``, ``a==b``), and underscores never open inside a word (``snake_case_name``);
@@ -136,8 +140,8 @@ _DUNDER = re.compile(r"[a-z][a-z0-9_]*")
 
 def render_markdown(text: str) -> str:
     """The passage as its reader sees it: see the module docstring for what changes."""
-    # Callouts first: once their ">" markers are gone, a code fence inside one is a fence.
-    lines = _callouts(text.splitlines(keepends=True))
+    # Containers and callouts first: once their markers are gone, a code fence inside one is a fence.
+    lines = _callouts(_containers(text.splitlines(keepends=True)))
     out: list[str] = []
     prose: list[str] = []
     for line, code in _fenced(lines):
@@ -245,6 +249,48 @@ def _unwrap(m: re.Match[str]) -> str:
     if m.group().startswith("__") and _DUNDER.fullmatch(body):
         return m.group()  # __init__, __name__: a Python name, not bold
     return body
+
+
+# ---------------------------------------------------------------- containers
+
+_COLONS = re.compile(
+    r"[ \t]*:{3,}[ \t]*(?P<kind>[A-Za-z][\w-]*)?(?:[ \t]*\[(?P<bracket>[^\]\n]*)\]|[ \t]+(?P<title>[^\n]*?))?[ \t]*"
+)
+_ADMONITION = re.compile(
+    r"(?P<indent>[ \t]*)(?:!!!|\?\?\?\+?)[ \t]+(?P<kind>[\w-]+)(?:[ \t]+\"(?P<title>[^\"\n]*)\")?[ \t]*"
+)
+
+
+def _containers(lines: list[str]) -> list[str]:
+    """``:::`` containers and ``!!!`` admonitions -> their title line (or nothing), markers gone."""
+    if not any(":::" in line or "!!!" in line or "???" in line for line in lines):
+        return lines
+    out: list[str] = []
+    body: str | None = None  # the indent an open admonition's lines carry
+    for line, code in _fenced(lines):
+        text = line.rstrip("\r\n")
+        eol = line[len(text) :]
+        if body is not None:
+            if text.startswith(body) or not text.strip():
+                out.append(text[len(body) :] + eol)
+                continue
+            body = None
+        if code:
+            out.append(line)
+            continue
+        colons = _COLONS.fullmatch(text)
+        admonition = _ADMONITION.fullmatch(text)
+        if colons is not None:
+            title = (colons.group("bracket") or colons.group("title") or "").strip()
+        elif admonition is not None:
+            title = (admonition.group("title") or "").strip()
+            body = admonition.group("indent") + "    "
+        else:
+            out.append(line)
+            continue
+        if title:
+            out.append(_with_colon(title) + eol)
+    return out
 
 
 # ---------------------------------------------------------------- callouts

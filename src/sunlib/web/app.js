@@ -189,7 +189,17 @@
       if (!part) return;
       // odd parts sit between backticks; an unclosed last backtick stays literal
       if (i % 2 === 1 && i < parts.length - 1) parent.append(el("code", { text: part }));
-      else parent.append((i % 2 === 1 ? "`" : "") + part);
+      else appendBold(parent, (i % 2 === 1 ? "`" : "") + part);
+    });
+  }
+
+  /** Text with **bold** runs (the reader's span in an extractive answer) as <strong>; an unclosed ** stays literal. */
+  function appendBold(parent, text) {
+    const parts = text.split("**");
+    parts.forEach((part, i) => {
+      if (!part) return;
+      if (i % 2 === 1 && i < parts.length - 1) parent.append(el("strong", { class: "answer-span", text: part }));
+      else parent.append((i % 2 === 1 ? "**" : "") + part);
     });
   }
 
@@ -414,8 +424,31 @@
     renderChainSummary(data, ctx);
   }
 
+  /** The reader's reading of each kept chunk (chunk id -> {probability, span}), from the last selection step. */
+  function readingsOf(ctx) {
+    const found = new Map();
+    for (const step of ctx.steps || []) {
+      const passages = step.details && step.details.reader && step.details.reader.passages;
+      if (Array.isArray(passages)) for (const p of passages) found.set(p.chunk_id, p);
+    }
+    return found;
+  }
+
+  function readerLine(src, readings) {
+    const read = src.chunk_ids.map((id) => readings.get(id)).filter(Boolean);
+    if (!read.length) return null;
+    const best = read.reduce((a, b) => (b.probability > a.probability ? b : a));
+    return el(
+      "p",
+      { class: "reader-line" },
+      el("span", { class: "muted", text: `reader ${fmtNum(best.probability)}` }),
+      best.span ? [" · ", el("mark", { class: "reader-span", text: best.span.trim() })] : null,
+    );
+  }
+
   function renderSources(ctx) {
     const list = clear($("#source-list"));
+    const readings = readingsOf(ctx);
     for (const src of ctx.sources || []) {
       const first = ctx.citations.get(src.chunk_ids[0]);
       const facts = [src.chapter && `chapter ${src.chapter}`, src.version && `version ${src.version}`].filter(Boolean);
@@ -438,6 +471,7 @@
           el("span", { class: "path", text: src.path }),
           facts.length ? el("span", { class: "muted", text: facts.join(" · ") }) : null,
           src.summary ? el("p", { class: "summary", text: src.summary }) : null,
+          readerLine(src, readings),
           chunks,
         ),
       );

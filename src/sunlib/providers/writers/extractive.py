@@ -1,5 +1,10 @@
 """The offline writer: an answer made only of evidence units, each cited, the answer first.
 
+With a reader (``[answer] reader``), the answer opens with the unit that holds the reader's span in
+the passage it found most likely to answer, the span in bold; the units that follow are chosen as
+below. Without one, or when the reader's span lies outside every unit (in the heading line), the
+scorer's best unit opens.
+
 The units (sentences, list items with their lead-in, whole numbered lists, table rows with
 their header, definition lines, code lines; ``answer.units``) come scored by the learned
 answer scorer (``answer.scorer``): the probability that each states the answer. The best
@@ -17,8 +22,9 @@ from collections.abc import Callable
 
 from ...answer.scorer import AnswerScorer, Passage, ScoredUnit, load_params
 from ...config import Settings
-from ...contracts import Draft, WriteRequest
+from ...contracts import Draft, Reading, WriteRequest
 from ...text import estimate_tokens, is_cjk
+from ...text.refs import forged_markers
 from ..base import Embedder, Writer
 from ..registry import sentence_model
 
@@ -40,15 +46,25 @@ class ExtractiveWriter(Writer):
     def write(self, request: WriteRequest, on_token: Callable[[str], None] | None = None) -> Draft:
         in_context = {ev.chunk_id for ev in request.context.evidence}
         units = [u for u in (request.units or self._score(request)) if u.chunk_id in in_context]
-        taken = pick(units, request.max_sentences, request.question)
-        parts = [f"{quote(u)} [ref:{u.chunk_id}]" for u in taken]
-        text = _join(parts)
+        readings = {k: v for k, v in request.readings.items() if k in in_context}
+        first = opener(units, readings)
+        if first is None:
+            taken = pick(units, request.max_sentences, request.question)
+            parts = [f"{quote(u)} [ref:{u.chunk_id}]" for u in taken]
+        else:
+            unit, span = first
+            rest = [u for u in units if u is not unit and u.unit.text not in unit.unit.text]
+            taken = [unit, *pick(rest, request.max_sentences - 1, request.question)]
+            parts = [f"{highlight(quote(unit), span)} [ref:{unit.chunk_id}]"]
+            parts += [f"{quote(u)} [ref:{u.chunk_id}]" for u in taken[1:]]
+        text, _ = forged_markers(_join(parts))  # a quoted "[1]" would stream as a citation
         if on_token is not None and text:
             on_token(text)
         details = {
             "sentence_model": self._sentence_model is not None,
             "candidates": len(units),
             "quoted": [u.explain() for u in taken],
+            "opened_with_reader_span": first is not None,
         }
         return Draft(text=text, model=self.model, tokens_out=estimate_tokens(text), details=details)
 
@@ -65,6 +81,40 @@ class ExtractiveWriter(Writer):
             request.question, request.term_weights, passages
         )
         return scored
+
+
+_WHOLE_LISTS = ("list", "steps")
+
+
+def opener(units: list[ScoredUnit], readings: dict[str, Reading]) -> tuple[ScoredUnit, str] | None:
+    """The unit that holds the reader's span in its most likely passage, with the span's text."""
+    if not readings:
+        return None
+    chunk = max(readings, key=lambda c: readings[c].probability)
+    reading = readings[chunk]
+    if reading.end <= reading.start:
+        return None
+    own = sorted(
+        (u for u in units if u.chunk_id == chunk and u.unit.kind not in _WHOLE_LISTS), key=lambda u: u.unit.start
+    )
+    holding = [u for u in own if u.unit.start <= reading.start]
+    if not holding:
+        return None
+    unit = holding[-1]
+    return unit, unit_span(unit, reading)
+
+
+def unit_span(unit: ScoredUnit, reading: Reading) -> str:
+    """The span's text as the unit quotes it: the raw span, trimmed, when the unit's text holds it."""
+    span = reading.text.strip()
+    return span if span and span in unit.unit.text else ""
+
+
+def highlight(text: str, span: str) -> str:
+    """``text`` with the first occurrence of ``span`` in bold (unchanged when it holds no such span)."""
+    if not span or span not in text or "**" in span:
+        return text
+    return text.replace(span, f"**{span}**", 1)
 
 
 def pick(units: list[ScoredUnit], limit: int, question: str = "") -> list[ScoredUnit]:

@@ -1,0 +1,349 @@
+"""The reader's labelled pairs, built from ``../shared/data`` and split by article.
+
+Every example is one (question or claim, passage) pair:
+
+- ``task="qa"``: ``spans`` are the character spans of the answer in ``passage``; empty means the
+  passage does not answer the question;
+- ``task="support"``: ``label`` says whether ``passage`` supports the claim.
+
+Sources (the licence of each is in the model card):
+
+- squad2_dev_half (16 articles): answerable questions on their paragraph; the real adversarial
+  unanswerable questions on the paragraph they were written against; answerable questions on another
+  paragraph of the same article that holds none of their answers;
+- cmrc2018 dev + trial: spans; each passage is its own article, so its negative is the passage that
+  shares most character bigrams with it and holds none of the answers;
+- drcd dev + test (Traditional Chinese): spans, and negatives from other paragraphs of the article;
+- xquad: the paragraphs of the squad2 training articles, in both languages and across them (a zh
+  question on the en paragraph and back); its 160 paragraphs outside squad2_dev_half are test only;
+- support: scifact's evidence (SUPPORT 1; CONTRADICT and NOT_ENOUGH_INFO 0) and, from the QA
+  training articles, the sentence holding an answer (or "question + answer") against its paragraph
+  (1), against an on-topic paragraph without the answer (0), and with its answer swapped for another
+  answer from the same article (0), across languages for xquad.
+
+Articles go to ``test`` by a hash of (source, article): about 20% of squad2 and drcd, 15% of cmrc.
+No paragraph is in both splits: the support pairs are built from training articles only.
+
+    python -m tools.reader.data ../shared/data OUT_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Example:
+    task: str  # "qa" | "support"
+    source: str
+    split: str  # "train" | "test"
+    article: str
+    query: str
+    passage: str
+    spans: list[list[int]] = field(default_factory=list)
+    label: int = 0
+    lang: str = ""  # question language -> passage language, e.g. "zh-en"
+    id: str = ""
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def held_out(source: str, article: str, percent: int) -> bool:
+    h = int(hashlib.sha256(f"{source}\x00{article}".encode()).hexdigest()[:8], 16)
+    return h % 100 < percent
+
+
+def find_spans(passage: str, answers: Iterable[str], starts: Iterable[int] | None = None) -> list[list[int]]:
+    out: list[list[int]] = []
+    for i, ans in enumerate(answers):
+        if not ans:
+            continue
+        start = list(starts)[i] if starts is not None else -1
+        if start < 0 or passage[start : start + len(ans)] != ans:
+            start = passage.find(ans)
+        if start >= 0 and [start, start + len(ans)] not in out:
+            out.append([start, start + len(ans)])
+    return out
+
+
+_SENTENCE = re.compile(r"[^.!?。！？]*(?:[.!?。！？]+[\"'”」』）)]*|$)")
+
+
+def sentence_at(text: str, start: int, end: int) -> str:
+    """The sentence of ``text`` that holds ``[start, end)`` (whole sentences joined if it spans several)."""
+    bounds = [(m.start(), m.end()) for m in _SENTENCE.finditer(text) if m.group().strip()]
+    hit = [(a, b) for a, b in bounds if a < end and b > start]
+    if not hit:
+        return text[start:end]
+    return text[hit[0][0] : hit[-1][1]].strip()
+
+
+def bigrams(text: str) -> set[str]:
+    return {text[i : i + 2] for i in range(len(text) - 1)}
+
+
+def squad(data: Path, rng: random.Random) -> tuple[list[Example], set[str]]:
+    corpus = {d["_id"]: d for d in rows(data / "squad2_dev_half/corpus.jsonl")}
+    by_article: dict[str, list[str]] = defaultdict(list)
+    for pid, d in corpus.items():
+        by_article[d["title"]].append(pid)
+    train_articles = {a for a in by_article if not held_out("squad2", a, 20)}
+    out: list[Example] = []
+    for q in rows(data / "squad2_dev_half/rag_qa.jsonl"):
+        p = corpus[q["doc_id"]]
+        split = "train" if p["title"] in train_articles else "test"
+        if q["answerable"]:
+            spans = find_spans(p["text"], q["answers"])
+            if not spans:
+                continue
+            out.append(
+                Example("qa", "squad2", split, p["title"], q["question"], p["text"], spans, 1, "en-en", q["_id"])
+            )
+            others = [o for o in by_article[p["title"]] if o != q["doc_id"]]
+            other = corpus[rng.choice(others)]["text"] if others else ""
+            if other and not find_spans(other, q["answers"]) and rng.random() < 0.5:
+                out.append(
+                    Example(
+                        "qa", "squad2", split, p["title"], q["question"], other, [], 0, "en-en", q["_id"] + "-other"
+                    )
+                )
+        else:
+            out.append(Example("qa", "squad2", split, p["title"], q["question"], p["text"], [], 0, "en-en", q["_id"]))
+    return out, {a.replace(" ", "_") for a in train_articles}
+
+
+def cmrc(data: Path, rng: random.Random) -> list[Example]:
+    corpus = {d["_id"]: d for d in rows(data / "cmrc2018/corpus.jsonl")}
+    grams = {pid: bigrams(d["text"]) for pid, d in corpus.items()}
+    ids = list(corpus)
+
+    def neighbour(pid: str) -> str:
+        mine = grams[pid]
+        return max((o for o in ids if o != pid), key=lambda o: len(mine & grams[o]) / (1 + len(grams[o])) ** 0.5)
+
+    near: dict[str, str] = {}
+    out: list[Example] = []
+    for qfile, afile in (("queries.jsonl", "answers.jsonl"), ("queries_trial.jsonl", "answers_trial.jsonl")):
+        answers = {a["_id"]: a for a in rows(data / "cmrc2018" / afile)}
+        for q in rows(data / "cmrc2018" / qfile):
+            a = answers.get(q["_id"])
+            if a is None:
+                continue
+            pid = a["doc_id"]
+            p = corpus[pid]
+            split = "test" if held_out("cmrc2018", pid, 15) else "train"
+            spans = find_spans(p["text"], a["answers"])
+            if not spans:
+                continue
+            out.append(Example("qa", "cmrc2018", split, pid, q["text"], p["text"], spans, 1, "zh-zh", q["_id"]))
+            if rng.random() < 0.6:
+                if pid not in near:
+                    near[pid] = neighbour(pid)
+                other = corpus[near[pid]]["text"]
+                if not find_spans(other, a["answers"]):
+                    # the neighbour is scored with its own split's questions only: a test passage's
+                    # neighbour may be a training passage, which is text, not a label
+                    out.append(
+                        Example("qa", "cmrc2018", split, pid, q["text"], other, [], 0, "zh-zh", q["_id"] + "-near")
+                    )
+    return out
+
+
+def drcd(data: Path, rng: random.Random) -> list[Example]:
+    corpus: dict[str, dict[str, Any]] = {}
+    for name in ("corpus_dev.jsonl", "corpus_test.jsonl"):
+        corpus.update({d["_id"]: d for d in rows(data / "drcd" / name)})
+    by_article: dict[str, list[str]] = defaultdict(list)
+    for pid in corpus:
+        by_article[pid.rsplit("#", 1)[0]].append(pid)
+    out: list[Example] = []
+    for name in ("rc_dev.jsonl", "rc_test.jsonl"):
+        for q in rows(data / "drcd" / name):
+            p = corpus[q["doc_id"]]
+            article = q["doc_id"].rsplit("#", 1)[0]
+            split = "test" if held_out("drcd", article, 20) else "train"
+            spans = find_spans(p["text"], q["answers"], q.get("answer_starts"))
+            if not spans:
+                continue
+            out.append(Example("qa", "drcd", split, article, q["question"], p["text"], spans, 1, "zh-zh", q["_id"]))
+            others = [o for o in by_article[article] if o != q["doc_id"]]
+            if others and rng.random() < 0.5:
+                other = corpus[rng.choice(others)]["text"]
+                if not find_spans(other, q["answers"]):
+                    out.append(
+                        Example("qa", "drcd", split, article, q["question"], other, [], 0, "zh-zh", q["_id"] + "-other")
+                    )
+    return out
+
+
+def xquad(data: Path, squad_train: set[str], rng: random.Random) -> list[Example]:
+    corpus = {lang: {d["_id"]: d for d in rows(data / f"xquad/corpus_{lang}.jsonl")} for lang in ("en", "zh")}
+    qs = {lang: {q["_id"].split("-", 1)[1]: q for q in rows(data / f"xquad/rc_{lang}.jsonl")} for lang in ("en", "zh")}
+    by_article: dict[str, list[str]] = defaultdict(list)
+    for pid in corpus["en"]:
+        by_article[pid.rsplit("#", 1)[0]].append(pid)
+    out: list[Example] = []
+    for sid, q_en in qs["en"].items():
+        q_zh = qs["zh"].get(sid)
+        if q_zh is None:
+            continue
+        pid = q_en["doc_id"]
+        article = pid.rsplit("#", 1)[0]
+        in_squad = bool(corpus["en"][pid].get("in_squad2_dev_half"))
+        if in_squad and article not in squad_train:
+            continue  # a paragraph of a squad2 test article: neither train nor the xquad test
+        split = "train" if in_squad else "test"
+        question = {"en": q_en, "zh": q_zh}
+        for ql in ("en", "zh"):
+            for pl in ("en", "zh"):
+                ans = question[pl]
+                text = corpus[pl][pid]["text"]
+                spans = find_spans(text, ans["answers"], ans.get("answer_starts"))
+                if not spans:
+                    continue
+                ex_id = f"{ql}-{pl}-{sid}"
+                out.append(
+                    Example(
+                        "qa", "xquad", split, article, question[ql]["question"], text, spans, 1, f"{ql}-{pl}", ex_id
+                    )
+                )
+                if split == "train" and rng.random() < 0.5:
+                    others = [o for o in by_article[article] if o != pid]
+                    other = corpus[pl][rng.choice(others)]["text"] if others else ""
+                    if other and not find_spans(other, ans["answers"]):
+                        out.append(
+                            Example(
+                                "qa",
+                                "xquad",
+                                split,
+                                article,
+                                question[ql]["question"],
+                                other,
+                                [],
+                                0,
+                                f"{ql}-{pl}",
+                                ex_id + "-other",
+                            )
+                        )
+    return out
+
+
+def scifact(data: Path) -> list[Example]:
+    corpus = {d["_id"]: d for d in rows(data / "scifact/corpus.jsonl")}
+    out: list[Example] = []
+    for c in rows(data / "scifact/evidence_train.jsonl"):
+        for doc in c.get("cited_doc_ids", []):
+            d = corpus.get(str(doc))
+            if d is None:
+                continue
+            sets = c.get("evidence", {}).get(str(doc), [])
+            label = int(any(s["label"] == "SUPPORT" for s in sets))
+            text = d["text"]
+            if sets:  # the rationale and its neighbourhood, so the window holds the evidence
+                first = text.find(sets[0]["sentence_texts"][0])
+                start = max(0, text.rfind(". ", 0, max(0, first - 300)) + 2) if first > 300 else 0
+                text = text[start:]
+            out.append(
+                Example(
+                    "support", "scifact", "train", str(doc), c["claim"], text, [], label, "en-en", f"{c['_id']}-{doc}"
+                )
+            )
+    return out
+
+
+def support_from_qa(qa: list[Example], rng: random.Random, per_source: int) -> list[Example]:
+    """Claims from the training QA pairs: the answer's sentence, or the question with its answer."""
+    positives = [e for e in qa if e.split == "train" and e.spans and e.label == 1]
+    by_article: dict[tuple[str, str], list[Example]] = defaultdict(list)
+    for e in positives:
+        by_article[(e.source, e.article)].append(e)
+    out: list[Example] = []
+    picked: dict[str, int] = defaultdict(int)
+    rng.shuffle(positives)
+    for e in positives:
+        if picked[e.source] >= per_source:
+            continue
+        picked[e.source] += 1
+        a, b = e.spans[0]
+        answer = e.passage[a:b]
+        siblings = [s for s in by_article[(e.source, e.article)] if s.passage[s.spans[0][0] : s.spans[0][1]] != answer]
+        if not siblings:
+            continue
+        wrong = rng.choice(siblings)
+        wrong_answer = wrong.passage[wrong.spans[0][0] : wrong.spans[0][1]]
+        if wrong_answer in e.passage:
+            continue
+        if rng.random() < 0.5:
+            claim = sentence_at(e.passage, a, b)
+            false_claim = claim.replace(answer, wrong_answer, 1)
+        else:
+            joiner = "" if e.lang.startswith("zh") else " "
+            claim = e.query + joiner + answer
+            false_claim = e.query + joiner + wrong_answer
+        # cross-language claims: xquad's parallel paragraph of the other language holds the fact
+        base = dict(source="support-" + e.source, split="train", article=e.article, lang=e.lang)
+        # the answer's place: training reads the window that holds it, where the fact is or should be
+        where = [e.spans[0]]
+        out.append(Example("support", query=claim, passage=e.passage, spans=where, label=1, id=e.id + "-s1", **base))
+        out.append(
+            Example("support", query=false_claim, passage=e.passage, spans=where, label=0, id=e.id + "-s0", **base)
+        )
+        off = [
+            s for s in by_article[(e.source, e.article)] if answer not in s.passage and wrong_answer not in s.passage
+        ]
+        if off:
+            out.append(
+                Example("support", query=claim, passage=rng.choice(off).passage, label=0, id=e.id + "-s2", **base)
+            )
+    return out
+
+
+def build(data: Path, seed: int = 13) -> list[Example]:
+    rng = random.Random(seed)
+    sq, squad_train = squad(data, rng)
+    qa = sq + cmrc(data, rng) + drcd(data, rng) + xquad(data, squad_train, rng)
+    return qa + scifact(data) + support_from_qa(qa, rng, per_source=1200)
+
+
+def write(examples: list[Example], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        with (out / f"{split}.jsonl").open("w", encoding="utf-8") as f:
+            for e in examples:
+                if e.split == split:
+                    f.write(json.dumps(asdict(e), ensure_ascii=False) + "\n")
+
+
+def read(path: Path) -> Iterator[Example]:
+    for row in rows(path):
+        yield Example(**row)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("data", type=Path)
+    ap.add_argument("out", type=Path)
+    args = ap.parse_args()
+    examples = build(args.data)
+    write(examples, args.out)
+    counts: dict[tuple[str, str, str], int] = defaultdict(int)
+    for e in examples:
+        counts[(e.split, e.task, e.source)] += 1
+    for key in sorted(counts):
+        print(*key, counts[key])
+
+
+if __name__ == "__main__":
+    main()
