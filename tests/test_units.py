@@ -124,3 +124,16 @@ def test_the_extractive_answer_opens_with_the_unit_holding_the_readers_span() ->
     assert highlight(unit.unit.text, span) == "The server listens on port **8765** by default."
     assert opener(units, {"chk_a": Reading(0.93, 0, 0)}) is None  # no span: the scorer's order decides
     assert opener(units, {}) is None
+
+
+def test_a_span_in_a_code_line_leaves_the_opening_to_the_scorer() -> None:
+    from sunlib.answer.scorer import ScoredUnit
+    from sunlib.contracts import Reading
+    from sunlib.providers.writers.extractive import opener
+
+    text = "Run it like this:\n\n```bash\nsunlib ask \"how large is a chunk\"\n```\n\nA chunk holds about 500 tokens.\n"
+    units = [ScoredUnit(u, "chk_a", 0, 0.5) for u in split_units(text)]
+    code = next(u for u in units if u.unit.kind == "code")
+    start = text.index("how large")
+    assert code.unit.start <= start
+    assert opener(units, {"chk_a": Reading(0.97, start, start + 9)}) is None

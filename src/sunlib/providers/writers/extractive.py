@@ -2,8 +2,8 @@
 
 With a reader (``[answer] reader``), the answer opens with the unit that holds the reader's span in
 the passage it found most likely to answer, the span in bold; the units that follow are chosen as
-below. Without one, or when the reader's span lies outside every unit (in the heading line), the
-scorer's best unit opens.
+below. Without one, or when the reader's span lies outside every unit (in the heading line) or in a
+code line, the scorer's best unit opens.
 
 The units (sentences, list items with their lead-in, whole numbered lists, table rows with
 their header, definition lines, code lines; ``answer.units``) come scored by the learned
@@ -83,7 +83,9 @@ class ExtractiveWriter(Writer):
         return scored
 
 
-_WHOLE_LISTS = ("list", "steps")
+# The units a reader's span may open the answer with: a span in a whole list (its items are units of
+# their own) or in a code line (an example, rarely the answer's sentence) leaves the order to the scorer.
+_OPENERS = ("sentence", "definition", "heading", "item", "row")
 
 
 def opener(units: list[ScoredUnit], readings: dict[str, Reading]) -> tuple[ScoredUnit, str] | None:
@@ -95,10 +97,10 @@ def opener(units: list[ScoredUnit], readings: dict[str, Reading]) -> tuple[Score
     if reading.end <= reading.start:
         return None
     own = sorted(
-        (u for u in units if u.chunk_id == chunk and u.unit.kind not in _WHOLE_LISTS), key=lambda u: u.unit.start
+        (u for u in units if u.chunk_id == chunk and u.unit.kind not in ("list", "steps")), key=lambda u: u.unit.start
     )
     holding = [u for u in own if u.unit.start <= reading.start]
-    if not holding:
+    if not holding or holding[-1].unit.kind not in _OPENERS:
         return None
     unit = holding[-1]
     return unit, unit_span(unit, reading)
