@@ -131,7 +131,7 @@ def test_a_span_in_a_code_line_leaves_the_opening_to_the_scorer() -> None:
     from sunlib.contracts import Reading
     from sunlib.providers.writers.extractive import opener
 
-    text = "Run it like this:\n\n```bash\nsunlib ask \"how large is a chunk\"\n```\n\nA chunk holds about 500 tokens.\n"
+    text = 'Run it like this:\n\n```bash\nsunlib ask "how large is a chunk"\n```\n\nA chunk holds about 500 tokens.\n'
     units = [ScoredUnit(u, "chk_a", 0, 0.5) for u in split_units(text)]
     code = next(u for u in units if u.unit.kind == "code")
     start = text.index("how large")
