@@ -147,7 +147,7 @@ class AnswerSettings(BaseModel):
     reader_model_dir: Path | None = None  # another reader in the bundled one's format
     reader_threads: int = Field(1, ge=1, le=64)  # ONNX threads per question
     # windows read per passage (256 tokens each): a longer chunk is read where most of the question's
-    # words are; each window costs about 20 ms on one core (docs/benchmarks.md "The reader's cost")
+    # words are; each window costs about 30 ms on one core (docs/benchmarks.md "The reader's cost")
     reader_windows: int = Field(1, ge=1, le=16)
     # The reader gate ([answer] gate = "reader"): refuse when the reader's best
     # probability over the kept passages is below this (None: the threshold shipped with the model,
