@@ -4,7 +4,8 @@ Every example is one (question or claim, passage) pair:
 
 - ``task="qa"``: ``spans`` are the character spans of the answer in ``passage``; empty means the
   passage does not answer the question;
-- ``task="support"``: ``label`` says whether ``passage`` supports the claim.
+- ``task="support"``: ``label`` says whether ``passage`` supports the claim; ``spans``, when given, is
+  where in the passage the claim's fact is (or should be), so training reads the window holding it.
 
 Sources (the licence of each is in the model card):
 

@@ -131,7 +131,7 @@ class BodyLimit:
 # Framing (clickjacking): only sunlib's own pages may frame a sunlib page (the Evaluate page frames the
 # report). The web UI, three static files that never build HTML from data, gets a policy that allows
 # nothing but its own files.
-FRAME_HEADERS = [(b"x-frame-options", b"SAMEORIGIN"), (b"content-security-policy", b"frame-ancestors 'self'")]
+FRAME_POLICY = b"frame-ancestors 'self'"
 UI_POLICY = (
     b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     b"frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
@@ -152,14 +152,10 @@ class FrameGuard:
 
         async def guarded(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in (b"x-frame-options",)]
-                have = {k.lower() for k, _ in headers}
-                for key, value in FRAME_HEADERS:
-                    if key == b"content-security-policy":
-                        value = UI_POLICY if ui else value
-                        if key in have:
-                            continue
-                    headers.append((key, value))
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-frame-options"]
+                headers.append((b"x-frame-options", b"SAMEORIGIN"))
+                if all(k.lower() != b"content-security-policy" for k, _ in headers):  # a route's own policy stays
+                    headers.append((b"content-security-policy", UI_POLICY if ui else FRAME_POLICY))
                 message = {**message, "headers": headers}
             await send(message)
 

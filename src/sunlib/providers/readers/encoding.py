@@ -54,7 +54,6 @@ def windows(
     passage: str,
     *,
     max_length: int = MAX_LENGTH,
-    max_windows: int | None = None,
 ) -> list[Window]:
     """The windows that read ``passage`` against ``question`` (at least one, even for empty text)."""
     sp = specials(tokenizer)
@@ -68,7 +67,7 @@ def windows(
     while True:
         part = slice(start, start + room)
         out.append(Window([sp.bos, *q, sp.eos, *ids[part], sp.eos], len(q) + 2, list(offs[part])))
-        if start + room >= len(ids) or (max_windows is not None and len(out) >= max_windows):
+        if start + room >= len(ids):
             return out
         start += step
 
