@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from sunlib import Library
-from sunlib.indexing import sync_text
 from sunlib.store import Space, SqliteStore, UsearchVectors, VectorItem, Visibility
+from sunlib.sync.indexing import sync_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import store_bench  # benchmarks/store_bench.py: the same vault and vectors

@@ -22,9 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from sunlib.config import EmbeddingSettings, load_settings, merge
+from sunlib.config import EmbeddingSettings, load_settings, merge, sunlib_home
 from sunlib.evaluate import evaluate_retrieval, load_beir
-from sunlib.library import sunlib_home
 from sunlib.providers.base import Embedder, Kind
 from sunlib.providers.registry import create_embedder, register_embedder
 

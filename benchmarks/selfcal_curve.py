@@ -17,9 +17,9 @@ from pathlib import Path
 
 from sunlib import Library
 from sunlib.answer.scorer import load_params
-from sunlib.evaluate.probes import Probe, make_probes
 from sunlib.evaluate.qa import load_qa
-from sunlib.evaluate.selfcal import best_threshold, choose, rates, run_probes
+from sunlib.library.calibration import best_threshold, choose, rates, run_probes
+from sunlib.library.probes import Probe, make_probes
 
 
 def main() -> None:

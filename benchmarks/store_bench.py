@@ -48,12 +48,12 @@ import numpy as np
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.contracts import SearchFilters
-from sunlib.indexing import sync_text
 from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
 from sunlib.store import PostingsLexical, Space, SqliteStore, VectorItem, Visibility
 from sunlib.store.ann import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH
 from sunlib.store.postings import POSTINGS, postings_folder
+from sunlib.sync.indexing import sync_text
 from sunlib.text import fts_query
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -50,7 +50,8 @@ from sunlib.answer.scorer import (
 )
 from sunlib.answer.select import Selection
 from sunlib.answer.stages import Question, Reranked, SelectIn, run_stages
-from sunlib.library import Library, sunlib_home
+from sunlib.config import sunlib_home
+from sunlib.library import Library
 from sunlib.providers import sentence_model
 from sunlib.trace import Tracer
 

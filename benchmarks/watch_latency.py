@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python benchmarks/watch_latency.py [--notes 10000] [--saves 40] [--checkout 1000]
 
 One process: the vault is indexed with the default settings (e5, sqlite-vec), then a ``Watcher``
-(sunlib.watch, vectors inline as in ``sunlib index --watch``) runs on its own thread, and:
+(sunlib.sync.watch, vectors inline as in ``sunlib index --watch``) runs on its own thread, and:
 
 1. **Saves.** ``--saves`` times, one note is saved the way an editor does (a temp file renamed
    over it) with a new word. Measured: from the rename to a BM25 search finding the word
@@ -46,7 +46,7 @@ from docs_section import write_block  # noqa: E402  (benchmarks/docs_section.py)
 
 from sunlib import Library  # noqa: E402
 from sunlib.ingest.ids import sha256_hex  # noqa: E402
-from sunlib.watch import Watcher  # noqa: E402
+from sunlib.sync.watch import Watcher  # noqa: E402
 
 VOCABULARY = (
     "river stone garden lantern harbor meadow copper signal archive ledger orbit canvas timber beacon "

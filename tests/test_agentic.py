@@ -15,7 +15,8 @@ from sse import sse
 from sunlib import Library
 from sunlib.answer.agentic import TRANSITIONS
 from sunlib.answer.decompose import analyze, decompose
-from sunlib.contracts import AskResult, StepTrace, to_jsonable
+from sunlib.answer.result import AskResult
+from sunlib.contracts import StepTrace, to_jsonable
 from sunlib.server import create_app
 from sunlib.steps import ASK_STEPS, Step
 from sunlib.text.terms import names

@@ -17,8 +17,9 @@ from sunlib import Library
 from sunlib.answer.agentic import TRANSITIONS
 from sunlib.answer.plan import infer_scope
 from sunlib.answer.planner import PLAN_BILINGUAL, PLAN_MARK, parse_plan
+from sunlib.answer.result import AskResult
 from sunlib.answer.rewrite import keyword_form, other_language
-from sunlib.contracts import AskResult, SearchFilters, StepTrace, Turn
+from sunlib.contracts import SearchFilters, StepTrace, Turn
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.steps import Step
 

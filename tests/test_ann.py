@@ -19,9 +19,9 @@ import pytest
 from clients import sunlib
 from sunlib.cli.serve import server_dense_engine
 from sunlib.config import ServerSettings, load_settings
-from sunlib.indexing import sync_text
 from sunlib.store import Space, SqliteStore, UsearchVectors, VectorItem, Visibility
 from sunlib.store.ann import GRAPHS
+from sunlib.sync.indexing import sync_text
 
 NOTES, FEW = 1000, 10
 DIM = 32

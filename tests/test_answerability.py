@@ -12,16 +12,17 @@ import pytest
 
 from sunlib import Library
 from sunlib.answer.expect import Expectation, expected_answer
+from sunlib.answer.extractive import ExtractiveWriter
 from sunlib.answer.gate import E5, GateSignals, ScoreGate, dense_setting, lexical_setting, profile_for
 from sunlib.answer.select import Gate, gate_key
 from sunlib.answer.units import KINDS
 from sunlib.config import AnswerSettings, GateSetting, Settings
-from sunlib.contracts import BuiltContext, Evidence, WriteRequest
+from sunlib.contracts import BuiltContext, Evidence
 from sunlib.evaluate.calibrate import fit_gate
 from sunlib.providers import sentence_model
+from sunlib.providers.base import WriteRequest
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, MemoEmbedder
-from sunlib.providers.writers.extractive import ExtractiveWriter
 from sunlib.steps import Step
 from sunlib.text import TermWeights
 from sunlib.text.terms import content_terms, fold, names, token_set

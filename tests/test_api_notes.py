@@ -15,10 +15,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from sunlib import Library, notes_io
+from sunlib import Library
 from sunlib.ingest.ids import sha256_hex, utf16_slice
-from sunlib.notes_io import TEMP_SUFFIX, BadPath, Conflict, check_path
 from sunlib.server import create_app
+from sunlib.sync import notes_io
+from sunlib.sync.notes_io import TEMP_SUFFIX, BadPath, Conflict, check_path
 
 OPS_NOTE = "internal/ops-runbook.md"
 TOUR = "getting-started/quick-tour.md"

@@ -35,8 +35,8 @@ from clients import Api, sunlib
 from sunlib import Library
 from sunlib.errors import UserError
 from sunlib.library import DB_NAME
-from sunlib.notes_io import TEMP_SUFFIX
 from sunlib.server import create_app
+from sunlib.sync.notes_io import TEMP_SUFFIX
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = ROOT / "src" / "sunlib" / "sample_vault"

@@ -13,7 +13,8 @@ from clients import sunlib
 from sunlib import Library
 from sunlib.answer.gate import LearnedGate, build_gate, profile_for, selfcal_key
 from sunlib.answer.scorer import load_params
-from sunlib.evaluate.probes import (
+from sunlib.library.calibration import MAX_SHIFT, MIN_PER_CLASS, ProbeResult, best_threshold, choose, rates
+from sunlib.library.probes import (
     Probe,
     Vocabulary,
     heading_probe,
@@ -21,7 +22,6 @@ from sunlib.evaluate.probes import (
     swap_probe,
     value_probes,
 )
-from sunlib.evaluate.selfcal import MAX_SHIFT, MIN_PER_CLASS, ProbeResult, best_threshold, choose, rates
 from sunlib.store import ChunkRow
 from sunlib.text import fts_tokens
 from sunlib.text.terms import fold

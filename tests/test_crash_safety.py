@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from sunlib import Library
-from sunlib.indexing import NOTE_BATCH
 from sunlib.store import connect
 from sunlib.store.check import check_index, differences, fingerprint
+from sunlib.sync.indexing import NOTE_BATCH
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = ["public", "team", "ops"]

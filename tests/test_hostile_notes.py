@@ -26,8 +26,8 @@ from sunlib.errors import UserError
 from sunlib.ingest import load_note, walk_vault
 from sunlib.ingest.ids import utf16_slice
 from sunlib.ingest.vault import MAX_METADATA_BYTES, VaultFile
-from sunlib.notes_io import TEMP_SUFFIX, read_note
 from sunlib.server import create_app
+from sunlib.sync.notes_io import TEMP_SUFFIX, read_note
 
 # Item 1's recipe: nine aliases wide, seven deep; 9**7 = 4.8 million strings from 269 bytes.
 ALIAS_BOMB = (

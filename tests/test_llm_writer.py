@@ -23,10 +23,11 @@ from clients import llm_libraries, step
 from llm_server import ChatServer, sources, system_message, user_message
 from sunlib import Library
 from sunlib.answer.context import Budget, build_context
+from sunlib.answer.result import AskResult
 from sunlib.answer.router import DIRECT_REPLY, ROUTER_PROMPT
 from sunlib.answer.stages import CONFIDENCE_NOTES
 from sunlib.config import load_settings
-from sunlib.contracts import AskResult, Evidence, to_jsonable
+from sunlib.contracts import Evidence, to_jsonable
 from sunlib.errors import MissingCredentials
 from sunlib.providers.registry import create_writer
 from sunlib.providers.writers.llm import SYSTEM_PROMPT

@@ -23,9 +23,9 @@ from clients import sunlib
 from sunlib.cli.serve import server_lexical_engine
 from sunlib.config import ServerSettings, load_settings
 from sunlib.contracts import SearchFilters
-from sunlib.indexing import sync_text
 from sunlib.store import PostingsLexical, SqliteStore, Visibility
 from sunlib.store.postings import POSTINGS
+from sunlib.sync.indexing import sync_text
 from sunlib.text import fts_query
 
 EN = "harbour keeper tide river bridge index vector journal crash garden tomato kernel thread lock query".split()  # noqa: SIM905

@@ -29,9 +29,9 @@ from store_helpers import drop_qdrant_prefix
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.errors import ConfigError, StoreReadOnly
-from sunlib.indexing import sync_paths
 from sunlib.server import create_app
 from sunlib.store import RunRecord, Space, VectorItem, Visibility
+from sunlib.sync.indexing import sync_paths
 
 pytest.importorskip("qdrant_client", reason="the Qdrant backend needs qdrant-client (pip install -e '.[dev]')")
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from sunlib.answer.citations import verify
-from sunlib.contracts import BuiltContext, Evidence, WriteRequest
-from sunlib.providers.writers.extractive import ExtractiveWriter
+from sunlib.answer.extractive import ExtractiveWriter
+from sunlib.contracts import BuiltContext, Evidence
+from sunlib.providers.base import WriteRequest
 from sunlib.text import TermWeights
 from sunlib.text.refs import REF
 from sunlib.text.render import render_markdown, render_wikilink

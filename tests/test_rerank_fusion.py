@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 
 from sunlib import Library
-from sunlib.indexing import rescore_space
 from sunlib.steps import Step
 
 QUESTION = "How does the structure-aware chunker split long sections?"
@@ -48,7 +47,7 @@ def test_fused_scores_follow_the_formula(vault: Path) -> None:
         assert all(t["second_cosine"] is not None and t["space"].startswith("counting:") for t in top)
         # recompute one ordering from the stored vectors and the search scores
         hits = lib.search(QUESTION, limit=lib.settings.answer.candidates).hits
-        embedder, space = rescore_space(lib.settings) or (None, None)
+        embedder, space = lib.rescore or (None, None)
         assert embedder is not None and space is not None
         vectors = lib.store.vectors.vectors_for(space, [h.chunk_id for h in hits])
         q = embedder.embed_query(QUESTION)

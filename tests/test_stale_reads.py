@@ -3,7 +3,7 @@
 The recipe: while the server runs, ``acl: [ops]`` (and a new word) is added on disk to a public
 note. A public-only token must not get that note in search, in ask evidence or in the notes
 listing, not even before any watcher has seen the change (the read paths check the files of
-the notes they return: sunlib.freshness); and the new word must be found.
+the notes they return: sunlib.sync.freshness); and the new word must be found.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from clients import Api
 from sunlib import Library
 from sunlib.server import create_app
-from sunlib.server.routes_files import _feed_event
+from sunlib.server.routes_files import feed_event
 from sunlib.steps import Step
 from sunlib.trace import Tracer
 
@@ -145,7 +145,7 @@ def test_with_the_watcher_the_new_word_is_found_and_files_are_acl_filtered(
 
     # the live feed: the public token hears that the note went away, the ops token sees its row
     board = app.state.sunlib.board
-    _, event = _feed_event(app.state.sunlib, ("public",), 0)
+    _, event = feed_event(app.state.sunlib, ("public",), 0)
     assert event is not None and event["event"] == "files"
     assert event["data"]["gone"] == [NOTE] and "version" not in event["data"]
     assert board.version > 0
@@ -199,7 +199,7 @@ def test_the_files_feed_counts_only_what_the_caller_sees(tokened: Library) -> No
     hidden = "internal/ops-runbook.md"
     state.board.queue([hidden], {hidden: ("ops",)})  # a save of a note the public may not see
     state.board.settle([hidden], {}, {hidden: ("ops",)})
-    after, event = _feed_event(state, ("public",), board)
+    after, event = feed_event(state, ("public",), board)
     assert after > board and event is None  # the board moved; the public stream sends nothing
-    _, seen = _feed_event(state, ("ops",), board)
+    _, seen = feed_event(state, ("ops",), board)
     assert seen is not None and seen["data"]["files"][0]["path"] == hidden and "version" not in seen["data"]

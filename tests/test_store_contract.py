@@ -28,7 +28,6 @@ import pytest
 
 from sunlib.config import load_settings
 from sunlib.contracts import SearchFilters
-from sunlib.indexing import IndexReport, embed_pending, sync_text
 from sunlib.providers import create_embedder
 from sunlib.store import (
     DocumentStore,
@@ -41,6 +40,7 @@ from sunlib.store import (
     VectorItem,
     Visibility,
 )
+from sunlib.sync.indexing import IndexReport, embed_pending, sync_text
 
 
 def _qdrant_local(db: Path) -> Store:

@@ -11,9 +11,9 @@ import pytest
 from clients import Api, sunlib
 from sse import sse
 from sunlib import Library
-from sunlib.answer import build_asker
 from sunlib.answer.stages import Round
 from sunlib.contracts import RunTrace, StepTrace, to_jsonable
+from sunlib.library import build_asker
 from sunlib.server.app import create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step, describe
 from sunlib.trace import Tracer

@@ -109,9 +109,8 @@ def test_how_does_x_work_frames_the_question() -> None:
 
 
 def test_the_extractive_answer_opens_with_the_unit_holding_the_readers_span() -> None:
-    from sunlib.answer.scorer import ScoredUnit
-    from sunlib.contracts import Reading
-    from sunlib.providers.writers.extractive import highlight, opener
+    from sunlib.answer.extractive import highlight, opener
+    from sunlib.contracts import Reading, ScoredUnit
 
     text = "Here I'll show you how ports work. The server listens on port 8765 by default. Change it with --port."
     units = [ScoredUnit(u, "chk_a", 0, p) for u, p in zip(split_units(text), [0.9, 0.4, 0.3], strict=True)]
@@ -127,9 +126,8 @@ def test_the_extractive_answer_opens_with_the_unit_holding_the_readers_span() ->
 
 
 def test_a_span_in_a_code_line_leaves_the_opening_to_the_scorer() -> None:
-    from sunlib.answer.scorer import ScoredUnit
-    from sunlib.contracts import Reading
-    from sunlib.providers.writers.extractive import opener
+    from sunlib.answer.extractive import opener
+    from sunlib.contracts import Reading, ScoredUnit
 
     text = 'Run it like this:\n\n```bash\nsunlib ask "how large is a chunk"\n```\n\nA chunk holds about 500 tokens.\n'
     units = [ScoredUnit(u, "chk_a", 0, 0.5) for u in split_units(text)]

@@ -2,7 +2,7 @@
 
 Every assertion polls the index with a timeout (``until``); none sleeps a fixed time. The
 watcher's tests read the index through the store, never through ``Library.search``, whose
-read-path check (sunlib.freshness) would re-index a changed file itself and hide a watcher bug.
+read-path check (sunlib.sync.freshness) would re-index a changed file itself and hide a watcher bug.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 from clients import ctrl_c_default, sunlib
 from sunlib import Library
 from sunlib.store import NoteState
-from sunlib.watch import Watcher, ignored
+from sunlib.sync.watch import Watcher, ignored
 
 TIMEOUT = 15.0  # seconds: generous for a loaded machine; a passing run takes well under one
 

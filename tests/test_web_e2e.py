@@ -33,8 +33,8 @@ from llm_server import sources as llm_sources
 from llm_server import start as start_llm
 from llm_server import user_message as llm_user_message
 from sunlib import Library
-from sunlib.answer import build_asker
 from sunlib.answer.stages import Round
+from sunlib.library import build_asker
 from sunlib.server.app import WEB_DIR, create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 

@@ -36,7 +36,6 @@ from clients import sunlib
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import IndexerBusy
-from sunlib.notes_io import TEMP_SUFFIX
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
 from sunlib.server import create_app, routes_notes
@@ -44,6 +43,7 @@ from sunlib.store import SqliteStore, connect
 from sunlib.store import connection as store_connection
 from sunlib.store.check import check_index
 from sunlib.store.lock import indexer_lock
+from sunlib.sync.notes_io import TEMP_SUFFIX
 
 TOUR = "getting-started/quick-tour.md"
 

@@ -4,8 +4,8 @@ from .config import Settings, load_settings
 from .contracts import Chunk, Citation, Hit, Note, RunTrace, SearchFilters, SearchResult, StepTrace
 from .errors import SunlibError
 from .library import Library
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = [
     "Chunk",
     "Citation",

@@ -402,3 +402,8 @@ def _problem(error: Any) -> str:
 def _detail(error: Any) -> str:
     """What is wrong with the setting (nothing more to say for a key no section has: its name is it)."""
     return " (no such key: check its spelling)" if error["type"] == "extra_forbidden" else f": {error['msg']}"
+
+
+def sunlib_home() -> Path:
+    """Where sunlib keeps what is not a vault's own (indexes by default, caches): ``SUNLIB_HOME``."""
+    return Path(os.environ.get("SUNLIB_HOME") or Path.home() / ".local" / "share" / "sunlib")

@@ -17,16 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from .errors import UserError
-from .text.terms import TermWeights
-
-if TYPE_CHECKING:  # the answer stages' records, carried by AskResult
-    from .answer.citations import Verification
-    from .answer.gate import GateDecision, GateSignals
-    from .answer.scorer import ScoredUnit
-    from .answer.select import Selection
 
 MODES: tuple[str, ...] = ("bm25", "dense", "hybrid")
 
@@ -377,33 +370,6 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class AskResult:
-    """The answer frame and the run trace, with the typed outputs of the stages that ran
-    (None for a stage that did not run, e.g. everything after the router on a direct reply)."""
-
-    frame: AnswerFrame
-    trace: RunTrace
-    route: RouteDecision | None = None
-    selection: Selection | None = None
-    verification: Verification | None = None
-    conversation_id: str | None = None  # the conversation this turn was saved into; None: not saved
-
-    @property
-    def gate(self) -> GateDecision | None:
-        """The refusal gate's decision (its score, threshold and reasons)."""
-        return self.selection.decision if self.selection is not None else None
-
-    @property
-    def signals(self) -> GateSignals | None:
-        """What the gate decided on: top cosine, coverage, sentence cosine, missing terms and names."""
-        return self.selection.signals if self.selection is not None else None
-
-    @property
-    def run_id(self) -> str:
-        return self.trace.run_id
-
-
-@dataclass(frozen=True)
 class Ranked:
     """A hit after reranking: the score selection ranks by (best = 1.0) and why."""
 
@@ -423,14 +389,38 @@ class BuiltContext:
 
 
 @dataclass(frozen=True)
-class WriteRequest:
-    question: str
-    context: BuiltContext
-    term_weights: TermWeights
-    confidence_note: str = ""
-    max_sentences: int = 3
-    units: tuple[ScoredUnit, ...] = ()  # the evidence's answer units, scored, best first
-    readings: Mapping[str, Reading] = field(default_factory=dict)  # the reader's, by chunk id
+class Unit:
+    """A quotable piece of a passage (``answer.units`` splits passages into them)."""
+
+    kind: str  # one of KINDS
+    text: str  # as quoted in an answer
+    start: int  # offset of the unit in the passage
+    position: int  # index among the passage's units, in reading order
+    lead: str = ""  # what the unit needs to be read: a list's lead-in, a table's header
+
+    @property
+    def full(self) -> str:
+        """The unit with its lead, for scoring."""
+        return f"{self.lead} {self.text}" if self.lead and not self.text.startswith(self.lead) else self.text
+
+
+@dataclass(frozen=True)
+class ScoredUnit:
+    """A unit with the answer scorer's probability that it states the answer."""
+
+    unit: Unit
+    chunk_id: str
+    passage: int  # index of its passage in the scored list
+    probability: float  # that the unit states the answer
+    features: tuple[float, ...] = ()
+
+    def explain(self) -> dict[str, Any]:
+        return {
+            "chunk_id": self.chunk_id,
+            "kind": self.unit.kind,
+            "text": self.unit.text[:200],
+            "probability": round(self.probability, 4),
+        }
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,8 @@ def train(args: argparse.Namespace) -> Path:
         examples = random.Random(args.seed).sample(examples, min(args.limit, len(examples)))
     data = items(examples, tok, args.max_length, args.seed)
     model = from_e5(file, args.layers)
+    if args.init:
+        model.load_state_dict(torch.load(args.init, weights_only=False)["model"])
     table = word_table(file, id_map)
     heads = [p for n, p in model.named_parameters() if n.split(".")[0] in ("span", "answer", "support")]
     body = [p for n, p in model.named_parameters() if n.split(".")[0] not in ("span", "answer", "support")]
@@ -225,6 +227,7 @@ def train(args: argparse.Namespace) -> Path:
         "lr": args.lr,
         "epochs": args.epochs,
         "seed": args.seed,
+        "init": str(args.init) if args.init else None,
     }
     progress = Progress(total, step)
     last_save = time.monotonic()
@@ -275,6 +278,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--lr", type=float, default=6e-5)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--init", type=Path, help="start from this reader.pt's weights (a second stage) instead of e5")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all epochs)")
     ap.add_argument("--limit", type=int, default=0, help="train on a sample of this many pairs (0: all)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)

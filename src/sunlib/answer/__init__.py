@@ -1,5 +1,6 @@
 """Answering: route, retrieve, rerank, select + refuse, build context, write, cite + verify."""
 
-from .pipeline import Asker, build_asker
+from .pipeline import Asker
+from .result import AskResult
 
-__all__ = ["Asker", "build_asker"]
+__all__ = ["AskResult", "Asker"]

@@ -9,22 +9,19 @@
 records, then composes the answer frame from the stages' typed outputs and saves the
 run. Retrieval applies the asking principals' ACL inside the store, so nothing in the
 frame or the trace comes from a note they cannot see. ``Asker`` depends on settings,
-a retrieval callable, the store and its providers; ``build_asker(library)`` wires
+a retrieval callable, the store and its providers; ``sunlib.library.build_asker`` wires
 them for a ``Library``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from ..config import Settings
 from ..contracts import (
     AnswerFrame,
-    AskResult,
     BuiltContext,
     Refusal,
     RouteDecision,
@@ -39,10 +36,6 @@ from ..providers import (
     Reader,
     Reranker,
     Writer,
-    create_reader,
-    create_reranker,
-    create_writer,
-    sentence_model,
 )
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
@@ -53,10 +46,11 @@ from .citations import Verification, source_cards
 from .conversation import follow_up
 from .decompose import Analysis, analyze
 from .gate import profile_for
-from .judge import AnswerabilityJudge, Judged, JudgeStage, create_judge
+from .judge import AnswerabilityJudge, Judged, JudgeStage
 from .planner import create_planner_model
 from .refusals import joined, localized, refusal
-from .router import Router, create_router, direct_reply, language
+from .result import AskResult
+from .router import Router, direct_reply, language
 from .select import Selection
 from .stages import (
     ContextStage,
@@ -74,9 +68,6 @@ from .stages import (
     Written,
     run_stages,
 )
-
-if TYPE_CHECKING:
-    from ..library import Library
 
 REFUSAL_TEXT = {
     "en": "I can't answer this from your notes: {reason}.",
@@ -398,47 +389,4 @@ def _refused_frame(q: Question, refusals: Sequence[Refusal], confidence: float, 
         route="rag",
         confidence_level=level,
         refusals=tuple(refusals),
-    )
-
-
-def _preload_reader(settings: Settings) -> None:
-    """Start loading the reader in the background: the first question's retrieval runs meanwhile, and
-    selection waits for it (``create_reader`` loads once under a lock). A failure is not lost: the
-    selection's own call loads again and raises it there."""
-
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            create_reader(settings.answer)
-
-    if settings.answer.reader != "none":
-        threading.Thread(target=load, name="sunlib-reader-load", daemon=True).start()
-
-
-def build_asker(library: Library, writer: Writer | None = None, reranker: Reranker | None = None) -> Asker:
-    """The ask pipeline of a library: its settings, its search as the retrieval seam, its store,
-    and providers created from its settings (the LLM router and the answerability judge when the
-    writer is an LLM; the judge also with ``[answer] judge = "llm"``)."""
-    settings = library.settings
-    # The Asker outlives any one request thread: it reads through the library's per-thread
-    # stores, whose attributes are those of the calling thread's own connection.
-    store = cast(Store, library.stores)
-    writer = writer or create_writer(settings)
-    reranker = reranker if reranker is not None else create_reranker(settings.answer)
-    if reranker is not None:
-        reranker.bind(store, settings)
-    router = create_router(settings.answer.router, writer)
-    judge, judge_off = create_judge(settings, writer)
-    _preload_reader(settings)
-    return Asker(
-        settings,
-        library.search,
-        store,
-        writer,
-        reranker,
-        router,
-        lambda: library.space.name,
-        sentence_model(settings),  # a loader; the gate and the writer share it
-        judge,
-        judge_off,
-        lambda: create_reader(settings.answer),  # loaded on the first question (a search never loads it)
     )

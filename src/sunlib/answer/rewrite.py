@@ -27,8 +27,8 @@ from ..contracts import FollowUp
 from ..retrieve.routes import OtherScript
 from ..steps import Step
 from ..store import Store, Visibility
-from ..text.terms import _CJK_FRAME, CATEGORY_WORDS, DEGREE_WORDS, QUESTION_WORDS
-from ..text.tokens import _CJK_RUN as CJK_RUN
+from ..text.terms import CATEGORY_WORDS, CJK_FRAME, DEGREE_WORDS, QUESTION_WORDS
+from ..text.tokens import CJK_RUN as CJK_RUN
 from ..text.tokens import STOPWORDS, has_cjk
 from ..trace import Tracer
 from .stages import AskIn, Stage
@@ -95,7 +95,7 @@ def _cjk_keywords(text: str) -> str:
         if not part.strip():
             continue
         if has_cjk(part):
-            for run in _CJK_FRAME.split(_CJK_JOINERS.sub(" ", part)):
+            for run in CJK_FRAME.split(_CJK_JOINERS.sub(" ", part)):
                 pieces += [w for w in (piece.strip(_CJK_GLUE) for piece in run.split()) if w]
         else:
             words = _WORD.findall(part)

@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from ..contracts import Ranked
+from ..contracts import Ranked, ScoredUnit, Unit
 from ..providers.base import Embedder
 from ..text import TermWeights, fts_tokens, is_cjk
 from ..text.terms import fold, names
 from .expect import asked_types, expected_answer, stated_types
-from .units import KINDS, Unit, split_units
+from .units import KINDS, split_units
 
 PARAMS_FILE = "scorer.json"
 _PROCEDURE = re.compile(r"\bhow (?:do|can|should|to)\b|\bsteps?\b|\bprocedure\b|如何|怎么|怎样|步骤", re.IGNORECASE)
@@ -113,23 +113,6 @@ class Passage:
     def of(cls, ranked: Ranked, rank: int) -> Passage:
         h = ranked.hit
         return cls(h.chunk_id, h.text, " > ".join(h.heading_path) or h.title, rank, ranked.score, dense_score(ranked))
-
-
-@dataclass(frozen=True)
-class ScoredUnit:
-    unit: Unit
-    chunk_id: str
-    passage: int  # index of its passage in the scored list
-    probability: float  # that the unit states the answer
-    features: tuple[float, ...] = ()
-
-    def explain(self) -> dict[str, Any]:
-        return {
-            "chunk_id": self.chunk_id,
-            "kind": self.unit.kind,
-            "text": self.unit.text[:200],
-            "probability": round(self.probability, 4),
-        }
 
 
 @dataclass(frozen=True)

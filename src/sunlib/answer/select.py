@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..config import AnswerSettings
-from ..contracts import Evidence, Ranked, Reading
+from ..contracts import Evidence, Ranked, Reading, ScoredUnit
 from ..providers.registry import Embedder, Reader
 from ..store import ChunkRow, DocumentStore
 from ..text import TermWeights
@@ -48,7 +48,7 @@ from ..text.terms import as_words, fold, has_content, names, token_set
 from .expect import Expectation, expected_answer
 from .gate import Gate, GateDecision, GateSignals, ReaderSignal, RefusalGate, gate_key
 from .router import language
-from .scorer import AnswerScorer, Passage, ScoredUnit, answerable_features
+from .scorer import AnswerScorer, Passage, answerable_features
 
 __all__ = ["GATE_DEPTH", "Gate", "Selection", "best_sentence_cosine", "evidence_from", "expand", "gate_key", "select"]
 

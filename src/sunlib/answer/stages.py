@@ -34,11 +34,11 @@ from ..contracts import (
     RouteDecision,
     SearchFilters,
     SearchResult,
-    WriteRequest,
     to_jsonable,
 )
 from ..errors import ProviderError
 from ..providers import Embedder, Reader, Reranker, Writer
+from ..providers.base import WriteRequest
 from ..steps import RETRIEVAL_STEPS, Step
 from ..store import Store
 from ..text import TermWeights

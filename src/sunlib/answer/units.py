@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..contracts import Unit
 from ..text.sentences import clean_sentence, is_quotable, sentence_spans
 
 KINDS = ("sentence", "definition", "heading", "item", "steps", "list", "row", "code")
@@ -40,20 +41,6 @@ _RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _DEFINITION = re.compile(  # "Term: what it is", "**Term** — what it is"
     r"^\s*(?:\*\*[^*\n]{1,60}\*\*|`[^`\n]{1,60}`|[^\s:：][^:：\n]{0,40}?)\s*(?:[:：]|\s[—–-]\s)\s*\S"
 )
-
-
-@dataclass(frozen=True)
-class Unit:
-    kind: str  # one of KINDS
-    text: str  # as quoted in an answer
-    start: int  # offset of the unit in the passage
-    position: int  # index among the passage's units, in reading order
-    lead: str = ""  # what the unit needs to be read: a list's lead-in, a table's header
-
-    @property
-    def full(self) -> str:
-        """The unit with its lead, for scoring."""
-        return f"{self.lead} {self.text}" if self.lead and not self.text.startswith(self.lead) else self.text
 
 
 @dataclass

@@ -93,8 +93,8 @@ def status(
 def _status_files(vault: Path | None, config: Path | None, as_json: bool) -> None:
     """Every file's status. This process has no watcher's board: ``queued`` is a file that
     changed since it was indexed (``sunlib index`` would sync it), ``failed`` one that cannot be
-    indexed, with the reason (``sunlib.filestatus``)."""
-    from ..filestatus import disk_states, file_rows, unindexed_rows
+    indexed, with the reason (``sunlib.sync.filestatus``)."""
+    from ..sync.filestatus import disk_states, file_rows, unindexed_rows
 
     with open_library(vault, config) as lib:
         require_index(lib)

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ..contracts import AnswerFrame, AskResult, RunTrace, to_jsonable
+from ..answer.result import AskResult
+from ..contracts import AnswerFrame, RunTrace, to_jsonable
 from ..errors import UserError
 from ..library import Library
 from ..text.refs import REF

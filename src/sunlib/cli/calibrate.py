@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..evaluate.selfcal import DEFAULT_PROBES, reset_calibration
+from ..library.calibration import DEFAULT_PROBES, reset_calibration
 from .app import app
 from .common import VAULT_HELP, open_library, out, print_json, require_index
 from .progress import ProgressBars

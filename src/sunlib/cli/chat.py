@@ -19,7 +19,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..contracts import AskResult, Turn
+from ..answer.result import AskResult
+from ..contracts import Turn
 from ..errors import NotFound, SunlibError
 from ..library import Library
 from .app import app

@@ -12,9 +12,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from ..config import sunlib_home
 from ..contracts import SearchFilters, to_jsonable
 from ..errors import UserError
-from ..library import DB_NAME, Library, sunlib_home
+from ..library import DB_NAME, Library
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)

@@ -11,9 +11,9 @@ import typer
 from rich.table import Table
 
 from ..errors import UserError
-from ..indexing import IndexReport
 from ..library import Library
-from ..notes_io import remove_stale_temps
+from ..sync.indexing import IndexReport
+from ..sync.notes_io import remove_stale_temps
 from .app import app
 from .common import out, print_json, remember_vault
 from .progress import ProgressBars
@@ -57,7 +57,7 @@ def _watch(lib: Library, embed: bool, as_json: bool) -> None:
     import json
     import time
 
-    from ..watch import Batch, Watcher
+    from ..sync.watch import Batch, Watcher
 
     def line(batch: Batch) -> None:
         if as_json:

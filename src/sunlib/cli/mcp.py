@@ -47,9 +47,9 @@ def mcp(
     """Serve the MCP tools (search, ask, notes) on stdin/stdout for an MCP client such as Claude Desktop."""
     import anyio
 
-    from ..server.app import ServerState
     from ..server.jobs import Jobs
     from ..server.mcp import build_server
+    from ..server.state import ServerState
 
     lib = open_library(vault, config)
     principals = stdio_principals(lib.settings, as_, token)

@@ -25,15 +25,15 @@ def serve(
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     index_first: Annotated[bool, typer.Option("--index/--no-index", help="bring the index up to date first")] = True,
     watch: Annotated[
-        bool, typer.Option("--watch/--no-watch", help="re-index notes as their files change (sunlib.watch)")
+        bool, typer.Option("--watch/--no-watch", help="re-index notes as their files change (sunlib.sync.watch)")
     ] = True,
 ) -> None:
     """Serve the REST + SSE API (OpenAPI at /docs) and the web UI. Without tokens: loopback only."""
     import uvicorn  # the server's modules load here, never for the other verbs
 
-    from ..notes_io import remove_stale_temps
     from ..server import create_app
     from ..server.auth import is_loopback_host
+    from ..sync.notes_io import remove_stale_temps
 
     lib = open_library(vault, config)
     lib = lib.with_settings(

@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from ..answer.relevance import term_weights
-from ..config import Settings
+from ..config import Settings, sunlib_home
 from ..errors import UserError
-from ..indexing import Progress
 from ..ingest.chunkers import make_chunker
 from ..ingest.ids import sha256_hex
-from ..library import Library, sunlib_home
+from ..library import Library
 from ..providers import create_reranker
 from ..steps import Step
+from ..sync.indexing import Progress
 from .beir import BeirDataset
 from .metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
 
@@ -97,7 +97,7 @@ def evaluate_retrieval(
         report = lib.index(embed=(mode != "bm25" or bool(rerank)) and not as_is, progress=progress)
         reranker = create_reranker(settings.answer) if rerank else None
         if reranker is not None:
-            reranker.bind(lib.store, settings)
+            reranker.bind(lib.store, settings, lib.rescore)
         qids = sorted(dataset.qrels)[:limit_queries] if limit_queries else sorted(dataset.qrels)
         per_query: dict[str, dict[str, Any]] = {}
         latencies: list[float] = []

@@ -7,13 +7,14 @@ that the registry (``registry.py``) finds by name.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from ..config import Settings
-from ..contracts import Draft, Hit, Ranked, Reading, WriteRequest
+from ..contracts import BuiltContext, Draft, Hit, Ranked, Reading, ScoredUnit
 from ..text import TermWeights, estimate_tokens
 from .chat import ChatModel
 
@@ -22,6 +23,17 @@ Kind = Literal["passage", "query"]
 # a 4,000-character question cost 4-8 s of e5 (16-26 s in Chinese) against 50 ms for a sentence,
 # and a vector of its first 256 tokens ranks as well. BM25 still reads all of it.
 QUERY_EMBED_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    question: str
+    context: BuiltContext
+    term_weights: TermWeights
+    confidence_note: str = ""
+    max_sentences: int = 3
+    units: tuple[ScoredUnit, ...] = ()  # the evidence's answer units, scored, best first
+    readings: Mapping[str, Reading] = field(default_factory=dict)  # the reader's, by chunk id
 
 
 class Embedder(ABC):
@@ -76,9 +88,10 @@ class Reranker(ABC):
 
     name: str
 
-    def bind(self, store: Any, settings: Settings) -> None:  # noqa: B027 - optional hook
-        """Called once by the pipeline with the index (a ``Store``) and the settings.
-        Rerankers that read stored vectors keep them; the others need nothing."""
+    def bind(self, store: Any, settings: Settings, rescore: tuple[Embedder, Any] | None = None) -> None:  # noqa: B027
+        """An optional hook, called once by the pipeline with the index (a ``Store``), the settings and
+        the library's second embedder with its vector space (``answer.rescore_provider``; None when
+        unset). Rerankers that read stored vectors keep them; the others need nothing."""
 
     @abstractmethod
     def rerank(self, question: str, hits: Sequence[Hit], term_weights: TermWeights) -> list[Ranked]: ...

@@ -55,7 +55,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _builtin(kind: str, name: str, target: str) -> EntryPoint:
-    return EntryPoint(name=f"{kind}.{name}", value=f"{__package__}.{target}", group=GROUP)
+    """A built-in provider's entry point; ``target`` is relative to this package unless it starts with sunlib."""
+    value = target if target.startswith("sunlib.") else f"{__package__}.{target}"
+    return EntryPoint(name=f"{kind}.{name}", value=value, group=GROUP)
 
 
 BUILTINS = (
@@ -69,7 +71,8 @@ BUILTINS = (
     _builtin("reranker", "cross-encoder", "rerankers.cross_encoder:create_cross_encoder"),
     _builtin("reranker", "fusion", "rerankers.fusion:create_fusion"),
     _builtin("reader", "sunlib", "readers.onnx:create_bundled"),
-    _builtin("writer", "extractive", "writers.extractive:create_extractive"),
+    # the extractive writer quotes units scored by the answer stage, so it lives there (named, never imported)
+    _builtin("writer", "extractive", "sunlib.answer.extractive:create_extractive"),
     _builtin("writer", "openai", "writers.llm:create_openai"),
     _builtin("writer", "llama-cpp", "writers.llm:create_llama"),
     _builtin("chat", "openai", "chat.openai:OpenAIChatModel"),

@@ -21,7 +21,7 @@ from ..providers.chat import ChatMessage, ChatModel, ChatRequest
 from ..steps import Step
 from ..store import DocumentStore, LexicalIndex, Space, VectorIndex, Visibility
 from ..text import fts_query, fts_tokens
-from ..text.tokens import _CJK_RUN as CJK_RUN
+from ..text.tokens import CJK_RUN as CJK_RUN
 from ..text.tokens import other_script, query_script
 from ..trace import StepRecorder, Tracer
 

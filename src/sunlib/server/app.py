@@ -13,10 +13,8 @@ lifespan; see ``server/jobs.py``. With ``watch``, the lifespan also runs the vau
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException
@@ -25,50 +23,14 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import __version__
-from ..config import Settings
-from ..filestatus import FileBoard
 from ..library import Library
+from ..version import __version__
 from . import errors
 from .jobs import Jobs
 from .openai_schemas import error_body
+from .state import ServerState
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
-
-
-class InFlight:
-    """The asks running on worker threads. A streamed ask outlives its response when the
-    client leaves (it stops at its next step or token); shutdown waits for them."""
-
-    def __init__(self) -> None:
-        self._n = 0
-        self._idle = threading.Condition()
-
-    @contextmanager
-    def track(self) -> Iterator[None]:
-        with self._idle:
-            self._n += 1
-        try:
-            yield
-        finally:
-            with self._idle:
-                self._n -= 1
-                self._idle.notify_all()
-
-    def wait_idle(self, timeout: float) -> bool:
-        """True once no ask runs (False after ``timeout`` seconds)."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._n == 0, timeout)
-
-
-@dataclass(frozen=True)
-class ServerState:
-    library: Library
-    settings: Settings
-    jobs: Jobs
-    asks: InFlight = field(default_factory=InFlight)
-    board: FileBoard = field(default_factory=FileBoard)  # per-file status (sunlib.filestatus)
-    watch: bool = False  # the lifespan runs a watcher on the vault (sunlib.watch, server/watching.py)
 
 
 @asynccontextmanager

@@ -37,15 +37,14 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from .. import __version__
 from ..contracts import Citation, to_jsonable
 from ..errors import SunlibError
 from ..retrieve.engine import MAX_QUERY_CHARS
+from ..version import __version__
 from . import routes_notes as notes
-from .app import ServerState
 from .errors import ApiError
-from .mcp_http import PRINCIPALS_KEY
 from .schemas import Filters
+from .state import PRINCIPALS_KEY, ServerState
 
 READ_TOOLS = ("search", "ask", "get_note", "multi_get", "list_notes", "status")
 WRITE_TOOLS = ("create_note", "update_note", "move_note")

@@ -19,11 +19,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from .app import ServerState
 from .auth import principals_for
 from .errors import ApiError, body
-
-PRINCIPALS_KEY = "sunlib.principals"  # the principals of an /mcp request, in its ASGI scope, for the tools
+from .state import PRINCIPALS_KEY, ServerState
 
 
 class McpEndpoint:

@@ -1,4 +1,4 @@
-"""/api/index/files: the per-file index status (``sunlib.filestatus``), and its live feed over SSE.
+"""/api/index/files: the per-file index status (``sunlib.sync.filestatus``), and its live feed over SSE.
 
 A caller sees only the files it may read: an indexed note by its ACL as the index has it (a
 note whose ACL changed is shown under its new one once synced), a queued or failed file only
@@ -19,10 +19,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 from sse_starlette.sse import EventSourceResponse
 
-from ..filestatus import FileRow, file_rows
-from .app import ServerState
+from ..sync.filestatus import FileRow, file_rows
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE
+from .state import ServerState
 
 router = APIRouter(prefix="/api/index", tags=["index and benchmarks"], responses=ERROR_RESPONSES)
 FEED_WAIT = 0.25  # seconds the feed sleeps between looks at the board (the event loop never blocks)
@@ -83,7 +83,7 @@ def index_files(
     return FilesOut(files=[_out(r) for r in rows], total=total, limit=limit, offset=offset, watching=state.watch)
 
 
-def _feed_event(state: ServerState, principals: tuple[str, ...], version: int) -> tuple[int, dict[str, Any] | None]:
+def feed_event(state: ServerState, principals: tuple[str, ...], version: int) -> tuple[int, dict[str, Any] | None]:
     """The caller's view of the board's changes after ``version``: the board's version it has now
     seen, and the event (its name and data, without a version; None: nothing for it). The board's
     own version is never sent: it counts the saves of notes the caller may not see."""
@@ -117,7 +117,7 @@ async def index_file_events(
         board, sent = start, 0
         yield {"event": "ready", "data": json.dumps({"version": sent, "watching": state.watch})}
         while True:
-            board, event = await asyncio.to_thread(_feed_event, state, principals, board)
+            board, event = await asyncio.to_thread(feed_event, state, principals, board)
             if event is not None:
                 sent += 1
                 data = {"version": sent, **event["data"]}

@@ -20,7 +20,7 @@ loopback default when the server has no tokens):
   index has not vetted. A file that cannot be indexed (broken frontmatter) keeps its last
   indexed ACL; a read then returns ``content: null`` and ``in_sync: false``, and a move is
   refused (409) until the file is fixed or replaced with PATCH. The listing checks the notes of
-  its page the same way (``sunlib.freshness``): a changed one is re-indexed before the page is
+  its page the same way (``sunlib.sync.freshness``): a changed one is re-indexed before the page is
   answered, one that cannot be is left out.
 
 Consistency: every write holds the library's write lock and the indexer lock (shared with
@@ -40,7 +40,7 @@ outside the API syncs it under the write lock. Vectors follow in a background jo
 jobs one at a time, with no lock held while the embedder works. A move keeps ``note_id``;
 so does an update, also of a note that was moved before.
 
-Paths and atomic writes: see ``sunlib.notes_io`` (400 ``bad_path``, 409 ``conflict``). The
+Paths and atomic writes: see ``sunlib.sync.notes_io`` (400 ``bad_path``, 409 ``conflict``). The
 new text is checked the way the indexer will read it (frontmatter, ACL type, NUL bytes)
 before it replaces anything: 422 ``invalid_note``. ``content`` in responses is the file's
 text as chunk offsets count it (BOM dropped, CRLF and a lone CR as LF); chunk ``start``/``end`` are UTF-16
@@ -58,18 +58,18 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from .. import notes_io
 from ..config import Settings
-from ..freshness import fresh_read
-from ..indexing import IndexReport, sync_paths
 from ..ingest import NoteError, VaultFile, load_note
 from ..store import DocumentStore, NoteRecord, NoteSummary
 from ..store.connection import BUSY_TIMEOUT_MS
-from .app import ServerState
+from ..sync import notes_io
+from ..sync.freshness import fresh_read
+from ..sync.indexing import IndexReport, sync_paths
 from .auth import principals_for
 from .errors import ERROR_RESPONSES, ApiError
 from .jobs import Job
 from .schemas import NoteOut, NotesOut, NoteWrittenOut
+from .state import ServerState
 
 MAX_NOTE_BYTES = 1_000_000  # UTF-8 bytes of a note's text
 WRITE_WAIT_S = BUSY_TIMEOUT_MS / 1000  # a write waits this long for another process's indexer, as for SQLite's lock

@@ -13,7 +13,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from sse_starlette.sse import EventSourceResponse
 
-from ..contracts import AskResult, StepTrace, to_jsonable
+from ..answer.result import AskResult
+from ..contracts import StepTrace, to_jsonable
 from ..errors import SunlibError
 from ..steps import Step, describe
 from ..trace import Listener

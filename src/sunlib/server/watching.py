@@ -1,6 +1,6 @@
 """The server's watcher: the vault's changes re-indexed while ``sunlib serve`` runs.
 
-The lifespan starts one ``Watcher`` (``sunlib.watch``) on its own thread. Its text phase takes
+The lifespan starts one ``Watcher`` (``sunlib.sync.watch``) on its own thread. Its text phase takes
 the library's write lock like a note write; its vectors phase runs as an ``embed`` job on the
 worker service's index lane, after the rebuilds and vectors jobs already queued, so vectors
 are never written by two threads at once. Those jobs belong to a principal no token can hold,
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..watch import Watcher
-from .app import ServerState
+from ..sync.watch import Watcher
+from .state import ServerState
 
 WATCHER_PRINCIPAL = "\x00sunlib-watch"  # owns the watcher's jobs: not a name any token can map to
 READY_TIMEOUT = 10.0  # seconds the lifespan waits for the watches to be in place

@@ -1,7 +1,7 @@
 """Conversations in SQLite: an id and its turns, each a saved run (``runs``) in order.
 
 Who may read a conversation is not stored: it follows from its runs. A conversation is
-readable by principals that may read every one of its runs (``_RUN_READABLE`` for each
+readable by principals that may read every one of its runs (``RUN_READABLE`` for each
 turn), so a turn asked as more principals hides the whole conversation from those who hold
 fewer, and a missing and a hidden conversation look the same (None). Each read is one SQL
 statement, so a turn appended meanwhile can never slip past the check.
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .db import Db
-from .documents import _RUN_COLUMNS, _RUN_READABLE, _run
+from .documents import RUN_COLUMNS, RUN_READABLE, run_summary
 from .errors import at_boundary
 from .protocols import ConversationRecord, ConversationSummary, ConversationTurn, RunRecord
 
@@ -23,9 +23,9 @@ from .protocols import ConversationRecord, ConversationSummary, ConversationTurn
 # run is gone counts as unreadable.
 _READABLE = (
     "NOT EXISTS (SELECT 1 FROM conversation_turns t LEFT JOIN runs r ON r.run_id = t.run_id"
-    f" WHERE t.conversation_id = c.conversation_id AND (r.run_id IS NULL OR NOT {_RUN_READABLE}))"
+    f" WHERE t.conversation_id = c.conversation_id AND (r.run_id IS NULL OR NOT {RUN_READABLE}))"
 )
-_RUN_FIELDS = ", ".join(f"r.{c.strip()}" for c in _RUN_COLUMNS.split(","))
+_RUN_FIELDS = ", ".join(f"r.{c.strip()}" for c in RUN_COLUMNS.split(","))
 _TURNS_SQL = (
     f"SELECT c.created_at, c.updated_at, t.position, t.said, t.standalone, {_RUN_FIELDS}, r.frame, r.trace"
     " FROM conversations c JOIN conversation_turns t ON t.conversation_id = c.conversation_id"
@@ -96,6 +96,6 @@ class SqliteConversations:
 
 
 def _turn(r: Sequence[Any]) -> ConversationTurn:
-    summary = _run(r[5:12])
+    summary = run_summary(r[5:12])
     run = RunRecord(**dataclasses.asdict(summary), frame=json.loads(r[12]), trace=json.loads(r[13]))
     return ConversationTurn(int(r[2]), str(r[3]), None if r[4] is None else str(r[4]), run)

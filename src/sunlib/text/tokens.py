@@ -22,10 +22,10 @@ import Stemmer
 
 # Han, Hiragana/Katakana, Hangul, CJK punctuation excluded (they split runs).
 CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u309f\u30a0-\u30ff\uac00-\ud7af\U00020000-\U0002ebef"
-_CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
 _WORD = re.compile(rf"[^\W_{CJK_CLASS}]+", re.UNICODE)
 _SYMBOL = re.compile(rf"[^\w\s{CJK_CLASS}]")
-_SEGMENT = re.compile(rf"([{CJK_CLASS}]+)|([^\W_{CJK_CLASS}]+)", re.UNICODE)
+SEGMENT = re.compile(rf"([{CJK_CLASS}]+)|([^\W_{CJK_CLASS}]+)", re.UNICODE)
 
 # Lucene's default English stop set (EnglishAnalyzer), as used by BEIR's BM25 baselines.
 STOPWORDS = frozenset(
@@ -70,7 +70,7 @@ _stemmer = Stemmer.Stemmer("english")
 
 
 def is_cjk(ch: str) -> bool:
-    return bool(_CJK_RUN.fullmatch(ch))
+    return bool(CJK_RUN.fullmatch(ch))
 
 
 # Scripts, for cross-language retrieval: a text is "cjk" when its CJK characters are at least
@@ -82,14 +82,14 @@ CJK_GLOB = f"*[{CJK_CLASS}]*"  # SQL GLOB: the text holds a CJK character
 
 
 def has_cjk(text: str) -> bool:
-    return _CJK_RUN.search(text) is not None
+    return CJK_RUN.search(text) is not None
 
 
 def text_script(text: str) -> str:
     """The script a text (a question or a chunk) is written in: "cjk" or "other"."""
     if not has_cjk(text):
         return "other"
-    cjk = sum(len(m) for m in _CJK_RUN.findall(text))
+    cjk = sum(len(m) for m in CJK_RUN.findall(text))
     return "cjk" if cjk >= len(_WORD.findall(text)) else "other"
 
 
@@ -101,7 +101,7 @@ def other_script(script: str) -> str:
 
 
 @lru_cache(maxsize=200_000)
-def _stem(word: str) -> str:
+def stem_word(word: str) -> str:
     return str(_stemmer.stemWord(word))
 
 
@@ -109,19 +109,19 @@ def _stem(word: str) -> str:
 def word_token(word: str) -> str | None:
     """The index token of one non-CJK word, or None for a stopword."""
     low = word.lower()
-    return None if low in STOPWORDS else _stem(low)
+    return None if low in STOPWORDS else stem_word(low)
 
 
 def fts_tokens(text: str) -> list[str]:
     """Tokens in text order: stemmed words, then CJK unigrams and bigrams per run."""
     out: list[str] = []
-    for m in _SEGMENT.finditer(text.lower()):
+    for m in SEGMENT.finditer(text.lower()):
         cjk, word = m.group(1), m.group(2)
         if cjk:
             out.extend(cjk)
             out.extend(cjk[i : i + 2] for i in range(len(cjk) - 1))
         elif word not in STOPWORDS:
-            out.append(_stem(word))
+            out.append(stem_word(word))
     return out
 
 
@@ -163,7 +163,7 @@ def token_weight(text: str) -> float:
 
 
 def _counts(text: str) -> tuple[int, int, int]:
-    cjk = sum(len(m) for m in _CJK_RUN.findall(text))
+    cjk = sum(len(m) for m in CJK_RUN.findall(text))
     words = len(_WORD.findall(text))
     symbols = len(_SYMBOL.findall(text))
     return cjk, words, symbols

@@ -40,10 +40,8 @@ class FusionReranker(Reranker):
         self.embedder: Embedder | None = None
         self.space: Any = None
 
-    def bind(self, store: Any, settings: Settings) -> None:
-        from ...indexing import rescore_space
-
-        second = rescore_space(settings)
+    def bind(self, store: Any, settings: Settings, rescore: tuple[Embedder, Any] | None = None) -> None:
+        second = rescore
         if second is None:
             raise ConfigError("the fusion reranker needs answer.rescore_provider (e.g. minilm or use)")
         self.embedder, self.space = second

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...config import Settings
-from ...contracts import BuiltContext, Draft, WriteRequest
-from ..base import Writer
+from ...contracts import BuiltContext, Draft
+from ..base import Writer, WriteRequest
 from ..chat import ChatMessage, ChatModel, ChatRequest
 from ..registry import create_chat_model
 

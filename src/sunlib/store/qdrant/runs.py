@@ -5,7 +5,7 @@
 ``<prefix>_turns`` one point per conversation turn (the conversation id, the run, what was said,
 the standalone question, when). Both are payloads only (``client.UNUSED_VECTOR``).
 
-The reading rules are those of the SQLite store (``documents._RUN_READABLE``,
+The reading rules are those of the SQLite store (``documents.RUN_READABLE``,
 ``conversations._READABLE``), applied here in Python to what Qdrant returns:
 
 * a run is readable by principals that hold every principal it was asked as;

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .config import IndexSettings
-from .ingest import NoteError, file_hash, load_note, walk_vault
-from .store import NoteFile, Space, Store
+from ..config import IndexSettings
+from ..ingest import NoteError, file_hash, load_note, walk_vault
+from ..store import NoteFile, Space, Store
 
 State = Literal["queued", "indexed", "embedded", "failed"]
 CHANGES_KEPT = 256  # board changes kept for live listeners (a slower listener reloads the list)

@@ -21,12 +21,12 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from .config import StoreSettings
-from .errors import UserError
-from .store import SqliteStore
+from ..config import StoreSettings
+from ..errors import UserError
+from ..store import SqliteStore
 
 if TYPE_CHECKING:
-    from .store.qdrant.replica import QdrantReplica
+    from ..store.qdrant.replica import QdrantReplica
 
     # What a Library reads and writes through: the SQLite file (with Qdrant indexes beside it, or
     # not), or a read-only replica on the Qdrant collections alone.
@@ -46,7 +46,7 @@ def open_store(
     the lexical and vector indexes (``store.qdrant``); with ``replica = true`` too, there is no
     SQLite file: a read-only replica answers from the Qdrant collections alone."""
     if backend is not None and backend.replica:
-        from .store.qdrant import open_qdrant_replica
+        from ..store.qdrant import open_qdrant_replica
 
         return open_qdrant_replica(path, backend)
     try:
@@ -54,7 +54,7 @@ def open_store(
     except OSError as exc:
         raise UserError(f"cannot create the index folder {path.parent}: {exc.strerror or exc}") from None
     if backend is not None and backend.backend == "qdrant":
-        from .store.qdrant import open_qdrant_store
+        from ..store.qdrant import open_qdrant_store
 
         return open_qdrant_store(path, backend)
     return SqliteStore(path, dense_engine, lexical_engine)

@@ -210,7 +210,7 @@ _DEFINITION = re.compile(
 )
 _ZH_DEFINITION = re.compile(rf"^(?P<subj>[{CJK_CLASS}A-Za-z0-9《》·]{{2,12}}?)(?:是|为)(?P<rest>[^，。；]{{4,}})")
 _WORD = re.compile(r"[A-Za-z][\w'\-]*|\d[\d,]*(?:\.\d+)?")
-_CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
 _BRACKETS = re.compile(r"[（(]\s*[）)]")
 
 
@@ -460,7 +460,7 @@ def _swap_zh(q: str, vocab: Vocabulary, rng: random.Random) -> tuple[str, str, s
         for m in re.finditer(frame, q):
             masked[m.start() : m.end()] = [True] * (m.end() - m.start())
     spans = []
-    for run in _CJK_RUN.finditer(q):
+    for run in CJK_RUN.finditer(q):
         for start in range(run.start(), run.end() - 1):
             pair = q[start : start + 2]
             if not masked[start] and not masked[start + 1] and vocab.df.get(pair, 0):

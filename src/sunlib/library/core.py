@@ -13,31 +13,42 @@ Where the index lives: ``index_dir`` from settings if set; otherwise
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from ..config import Settings, load_settings, merge, sunlib_home
+from ..contracts import SearchFilters, SearchResult, Turn
+from ..errors import NotFound, StoreReadOnly, UserError
+from ..ingest.ids import sha256_hex
+from ..providers import (
+    Embedder,
+    Reranker,
+    Writer,
+    create_embedder,
+    create_reader,
+    create_reranker,
+    create_writer,
+    sentence_model,
+)
+from ..providers.chat import ChatModel
+from ..providers.registry import chat_model_names, create_chat_model
+from ..retrieve import SearchEngine, SearchRequest
+from ..store import ConversationRecord, DerivedLexical, Reconciled, Space, Store
+from ..store.lock import IndexerLock, OnWait, indexer_lock
+from ..sync.freshness import Freshness, FreshRead, fresh_read
+from ..sync.indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
+from ..trace import Listener, Tracer
 from .compose import Shared, ThreadStores
-from .config import Settings, load_settings, merge
-from .contracts import AskResult, SearchFilters, SearchResult, Turn
-from .errors import NotFound, StoreReadOnly, UserError
-from .freshness import Freshness, FreshRead, fresh_read
-from .indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
-from .ingest.ids import sha256_hex
-from .providers import Embedder, create_embedder
-from .providers.chat import ChatModel
-from .providers.registry import chat_model_names, create_chat_model
-from .retrieve import SearchEngine, SearchRequest
-from .store import ConversationRecord, DerivedLexical, Reconciled, Space
-from .store.lock import IndexerLock, OnWait, indexer_lock
-from .trace import Listener, Tracer
 
 if TYPE_CHECKING:
-    from .answer import Asker
+    from ..answer import Asker
+    from ..answer.result import AskResult
     from .compose import IndexStore
 
 DB_NAME = "sunlib.db"
@@ -45,10 +56,6 @@ DB_NAME = "sunlib.db"
 
 def _quiet(phase: str, done: int, total: int) -> None:
     pass
-
-
-def sunlib_home() -> Path:
-    return Path(os.environ.get("SUNLIB_HOME") or Path.home() / ".local" / "share" / "sunlib")
 
 
 def _writable(path: Path) -> bool:
@@ -67,7 +74,7 @@ def default_index_dir(vault: Path) -> Path:
 
 
 class Library:
-    """A vault and its index; the composition root of its parts (see ``sunlib.compose``).
+    """A vault and its index; the composition root of its parts (see ``sunlib.library.compose``).
 
     Settings are frozen and ``settings`` cannot be reassigned: ``with_settings`` gives a
     new Library. Each part (connections, embedder, ask pipeline) is built once from the
@@ -141,7 +148,7 @@ class Library:
 
     @property
     def freshness(self) -> FreshRead:
-        """What the read paths check their notes' files with (``sunlib.freshness``), on the calling
+        """What the read paths check their notes' files with (``sunlib.sync.freshness``), on the calling
         thread's connection; the verified-signature cache is shared per index file."""
         cache = self._shared.part(("freshness",), Freshness)
         replica = self._settings.store.replica
@@ -189,7 +196,9 @@ class Library:
         key = ("chat", s.answer.writer, s.llm.model_dump_json())
         return self._shared.part(key, lambda: create_chat_model(s.answer.writer, s.llm))
 
-    def _rescore(self) -> tuple[Embedder, Space] | None:
+    @property
+    def rescore(self) -> tuple[Embedder, Space] | None:
+        """The fusion reranker's second embedder and its space (``answer.rescore_provider``), built once."""
         s = self._settings
         key = ("rescore", s.answer.rescore_provider, s.embedding.model_dump_json(), s.index.model_dump_json())
         return self._shared.part(key, lambda: rescore_space(s))
@@ -254,7 +263,7 @@ class Library:
         batch = self.settings.embedding.batch_size
         embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
         done = {self.space.name}
-        for second in (self.crosslang, self._rescore()):  # the cross-language route's, the fusion reranker's
+        for second in (self.crosslang, self.rescore):  # the cross-language route's, the fusion reranker's
             if second is not None and second[1].name not in done:
                 embedder, space = second
                 embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
@@ -291,7 +300,7 @@ class Library:
             offset=offset,
         )
         # A note whose file changed on disk is re-indexed first and the search runs again, or the
-        # note is left out (sunlib.freshness). Each attempt traces privately; only the last one's
+        # note is left out (sunlib.sync.freshness). Each attempt traces privately; only the last one's
         # steps reach the caller's tracer, so no step of a discarded attempt is ever shown.
         result, withheld = fresh_read(
             self.freshness,
@@ -309,8 +318,6 @@ class Library:
         """The ask pipeline (writer, reranker and router created once; the one place that builds it)."""
         with self._lock:
             if self._asker is None:
-                from .answer import build_asker
-
                 self._asker = build_asker(self)
             return self._asker
 
@@ -337,7 +344,7 @@ class Library:
         it. Nothing is stored, and ``conversation_id`` is None, when the run is not saved
         (``save=False``, ``[answer] save_runs = false``) or when the caller keeps the conversation
         itself (``history`` given, or ``start_conversation=False``: /v1 and the MCP tools)."""
-        from .answer.conversation import history_of, new_conversation_id
+        from ..answer.conversation import history_of, new_conversation_id
 
         who = tuple(principals if principals is not None else self.settings.search.principals)
         if conversation_id is not None:
@@ -372,8 +379,8 @@ class Library:
     ) -> dict[str, Any]:
         """Self-calibrate the refusal gate on probe questions written from this vault (no labels):
         the learned gate's threshold for this vault, stored in the index (``store``) for the
-        active embedding space. See ``sunlib.evaluate.selfcal``; returns its report."""
-        from .evaluate.selfcal import DEFAULT_PROBES, self_calibrate
+        active embedding space. See ``sunlib.library.calibration``; returns its report."""
+        from .calibration import DEFAULT_PROBES, self_calibrate
 
         return self_calibrate(self, DEFAULT_PROBES if probes is None else probes, seed, store, on_probe)
 
@@ -381,8 +388,8 @@ class Library:
         """Which threshold the learned gate uses here and why: ``state`` is ``settings``,
         ``calibrated``, ``stale`` (made with other scorer parameters: run ``sunlib calibrate``
         again), ``uncalibrated`` or ``off`` (the score gate, or no scorer parameters)."""
-        from .answer.gate import calibration_applies, learned_threshold, selfcal_key
-        from .answer.scorer import load_params
+        from ..answer.gate import calibration_applies, learned_threshold, selfcal_key
+        from ..answer.scorer import load_params
 
         answer = self.settings.answer
         space = self.space.name if self.settings.search.mode != "bm25" else None
@@ -429,3 +436,50 @@ class Library:
             "text_indexed_at": store.get_meta("text_indexed_at"),
             "calibration": self.calibration(),
         }
+
+
+def preload_reader(settings: Settings) -> None:
+    """Start loading the reader in the background: the first question's retrieval runs meanwhile, and
+    selection waits for it (``create_reader`` loads once under a lock). A failure is not lost: the
+    selection's own call loads again and raises it there."""
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            create_reader(settings.answer)
+
+    if settings.answer.reader != "none":
+        threading.Thread(target=load, name="sunlib-reader-load", daemon=True).start()
+
+
+def build_asker(library: Library, writer: Writer | None = None, reranker: Reranker | None = None) -> Asker:
+    """The ask pipeline of a library: its settings, its search as the retrieval seam, its store,
+    and providers created from its settings (the LLM router and the answerability judge when the
+    writer is an LLM; the judge also with ``[answer] judge = "llm"``)."""
+    from ..answer import Asker  # the answer stages load with the first question, not with the library
+    from ..answer.judge import create_judge
+    from ..answer.router import create_router
+
+    settings = library.settings
+    # The Asker outlives any one request thread: it reads through the library's per-thread
+    # stores, whose attributes are those of the calling thread's own connection.
+    store = cast(Store, library.stores)
+    writer = writer or create_writer(settings)
+    reranker = reranker if reranker is not None else create_reranker(settings.answer)
+    if reranker is not None:
+        reranker.bind(store, settings, library.rescore)
+    router = create_router(settings.answer.router, writer)
+    judge, judge_off = create_judge(settings, writer)
+    preload_reader(settings)
+    return Asker(
+        settings,
+        library.search,
+        store,
+        writer,
+        reranker,
+        router,
+        lambda: library.space.name,
+        sentence_model(settings),  # a loader; the gate and the writer share it
+        judge,
+        judge_off,
+        lambda: create_reader(settings.answer),  # loaded on the first question (a search never loads it)
+    )

@@ -67,8 +67,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from .ingest.ids import sha256_hex
-from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS, normalize_newlines
+from ..ingest.ids import sha256_hex
+from ..ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS, normalize_newlines
 
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255

@@ -1,6 +1,6 @@
 """Reads never serve a note in a state its file no longer has (issue 13, item 13).
 
-The watcher (``sunlib.watch``) re-indexes a saved file within a second, but a read can land in
+The watcher (``sunlib.sync.watch``) re-indexes a saved file within a second, but a read can land in
 that second, or on a server that runs without the watcher. So every read path that returns
 notes (search hits, and through search the ask pipeline's evidence; the notes listing; a
 single note, which compares hashes itself) checks the notes *in its result* against their
@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from .config import IndexSettings
-from .errors import StoreError
+from ..config import IndexSettings
+from ..errors import StoreError
+from ..ingest.ids import sha256_hex
+from ..ingest.vault import SIDECAR_SUFFIX
+from ..store import DocumentStore
 from .indexing import sync_paths
-from .ingest.ids import sha256_hex
-from .ingest.vault import SIDECAR_SUFFIX
-from .store import DocumentStore
 
 T = TypeVar("T")
 Stamp = tuple[int, int, int, int]  # (mtime ns, ctime ns, size, inode)

@@ -33,15 +33,34 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from ..answer.gate import selfcal_key
+from ..answer.result import AskResult
 from ..answer.scorer import load_params
+from ..config import Settings
 from ..errors import UserError
+from ..store import DocumentStore, Space
 from .probes import Probe, make_probes
 
-if TYPE_CHECKING:
-    from ..library import Library
+
+class Calibrated(Protocol):
+    """What calibration reads of a library (a ``Library`` is one)."""
+
+    @property
+    def vault(self) -> Path: ...
+    @property
+    def db_path(self) -> Path: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> DocumentStore: ...
+    @property
+    def space(self) -> Space: ...
+    def with_settings(self, settings: Settings | None = None, **sections: dict[str, Any]) -> Calibrated: ...
+    def ask(self, question: str, *, save: bool | None = None) -> AskResult: ...
+
 
 DEFAULT_PROBES = 120
 MIN_PROBES, MAX_PROBES = 20, 2000  # accepted --probes
@@ -103,7 +122,7 @@ def choose(shipped: float, optimum: float, gain: float) -> float:
 
 
 def run_probes(
-    lib: Library, probes: Sequence[Probe], on_probe: Callable[[int, int], None] | None = None
+    lib: Calibrated, probes: Sequence[Probe], on_probe: Callable[[int, int], None] | None = None
 ) -> list[ProbeResult]:
     """Each probe through the ask pipeline with the threshold at 0: its probability, and whether it
     was refused whatever the threshold."""
@@ -128,7 +147,7 @@ def run_probes(
 
 
 def self_calibrate(
-    lib: Library,
+    lib: Calibrated,
     probes: int = DEFAULT_PROBES,
     seed: int = 0,
     store: bool = True,
@@ -205,7 +224,7 @@ def self_calibrate(
     }
 
 
-def reset_calibration(lib: Library) -> str:
+def reset_calibration(lib: Calibrated) -> str:
     """Forget the stored self-calibration of the active space; returns its key."""
     space = lib.space.name if lib.settings.search.mode != "bm25" else None
     key = selfcal_key(space)

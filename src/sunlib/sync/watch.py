@@ -27,7 +27,7 @@ writes use), under the library's write lock:
   the watcher goes on, and the next change to those files (or the next full index) retries.
 
 Between a save and the end of its batch, the read paths check the files of the notes they
-return (``sunlib.freshness``), so no read serves a note under a state its file no longer has.
+return (``sunlib.sync.freshness``), so no read serves a note under a state its file no longer has.
 """
 
 from __future__ import annotations
@@ -39,14 +39,17 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import watchfiles
 
+from ..config import Settings
+from ..ingest import walk_vault
+from ..ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS
+from ..store import Store
+from ..store.lock import IndexerLock
 from .filestatus import FileBoard
 from .indexing import IndexReport, sync_paths
-from .ingest import walk_vault
-from .ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS
-from .library import Library
 
 STEP_MS = 50  # a burst ends after this long without an event: an atomic save is one batch
 DEBOUNCE_MS = 400  # ... or this long after its first event, so a long burst still lands in steps
@@ -93,13 +96,31 @@ def _relative(vault: Path, raw: str) -> str | None:
     return None if rel in ("", ".") else rel
 
 
+class Watched(Protocol):
+    """What the watcher needs of a library (a ``Library`` is one): its vault and settings, the
+    calling thread's store, the locks that order writes, and the vector phase."""
+
+    @property
+    def vault(self) -> Path: ...
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def write_lock(self) -> threading.RLock: ...
+    @property
+    def indexer_lock(self) -> IndexerLock: ...
+    def embed(self) -> IndexReport: ...
+    def release_thread(self) -> None: ...
+
+
 class Watcher:
     """Watches one library's vault on a thread of its own (``start``/``stop``), or on the
     calling thread (``run``). ``on_batch`` hears of every applied batch."""
 
     def __init__(
         self,
-        library: Library,
+        library: Watched,
         board: FileBoard | None = None,
         vectors: Vectors | None = None,
         on_batch: Callable[[Batch], None] | None = None,

@@ -22,12 +22,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .config import IndexSettings, Settings
-from .ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
-from .ingest.chunkers import Chunker
-from .ingest.vault import SKIP_DIRS, sidecar_of
-from .providers import Embedder, create_embedder
-from .store import DerivedVectors, DocumentStore, NoteState, Space, Store, VectorItem, chunk_tokens
+from ..config import IndexSettings, Settings
+from ..ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
+from ..ingest.chunkers import Chunker
+from ..ingest.vault import SKIP_DIRS, sidecar_of
+from ..providers import Embedder, create_embedder
+from ..store import DerivedVectors, DocumentStore, NoteState, Space, Store, VectorItem, chunk_tokens
 
 Progress = Callable[[str, int, int], None]
 NOTE_BATCH = 50

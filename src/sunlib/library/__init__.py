@@ -1,0 +1,7 @@
+"""The library: a vault and its index, the composition root of every part (``core.Library``), with
+what it shares between the libraries derived from it (``compose``) and its per-vault gate
+calibration (``calibration``, ``probes``)."""
+
+from .core import DB_NAME, Library, build_asker, default_index_dir
+
+__all__ = ["DB_NAME", "Library", "build_asker", "default_index_dir"]
