@@ -36,9 +36,10 @@ from clients import sunlib
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import IndexerBusy
+from sunlib.library import notes as notes_service
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
-from sunlib.server import create_app, routes_notes
+from sunlib.server import create_app
 from sunlib.store import SqliteStore, connect
 from sunlib.store import connection as store_connection
 from sunlib.store.check import check_index
@@ -283,7 +284,7 @@ def test_a_killed_holder_never_leaves_the_indexer_lock_held(tmp_path: Path) -> N
 def test_a_note_write_while_another_process_indexes_answers_503_and_changes_nothing(
     app: FastAPI, hash_library: Library, hash_vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(routes_notes, "WRITE_WAIT_S", 0.2)
+    monkeypatch.setattr(notes_service, "WRITE_WAIT_S", 0.2)
     lock = hash_library.indexer_lock
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(lock.path)], stdout=subprocess.PIPE, text=True)
     try:

@@ -8,8 +8,13 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
     │   ├── NotFound         no such thing the caller may read (a conversation id); HTTP 404
     │   ├── ConfigError      an invalid setting in sunlib.toml or SUNLIB_* env
     │   │   └── UnsupportedCapability  a chat model was asked for JSON mode or tools it lacks
-    │   └── StoreReadOnly    a write (a note, an index run) asked of a read-only replica; HTTP 409
-    ├── IndexError_          the index is missing, from a newer version, or unusable
+    │   ├── StoreReadOnly    a write (a note, an index run) asked of a read-only replica; HTTP 409
+    │   ├── BadPath          a note path the notes service will not write (it says why); HTTP 400
+    │   ├── Conflict         a note path is taken, or the note changed on disk and cannot be read; HTTP 409
+    │   └── InvalidNote      a note's new text would not index (frontmatter, ACL, NUL bytes); HTTP 422
+    ├── VaultError           a note file could not be written (nothing changed); HTTP 500
+    │   └── VaultFull        the disk holding the vault is full; HTTP 507
+    ├── IndexUnusable        the index is missing, from a newer version, or unusable
     │   └── StoreError       the store failed underneath (raised at the store boundary only)
     │       ├── StoreFull    the disk or the database file is full (HTTP 507)
     │       ├── StoreBusy    another writer held the index past the busy timeout (HTTP 503)
@@ -54,11 +59,11 @@ class StoreReadOnly(UserError):
     code = "read_only"
 
 
-class IndexError_(SunlibError):
+class IndexUnusable(SunlibError):
     code = "index_error"
 
 
-class StoreError(IndexError_):
+class StoreError(IndexUnusable):
     """A backend failure, converted once at the store boundary (backends' own errors never leak)."""
 
     code = "store_error"
@@ -78,6 +83,35 @@ class IndexerBusy(StoreBusy):
 
 class StoreCorrupt(StoreError):
     code = "store_corrupt"
+
+
+class BadPath(UserError, ValueError):
+    """A note path that will not be written: the message says why."""
+
+    code = "bad_path"
+
+
+class Conflict(UserError):
+    """The target name is taken (a note, a folder, a file where a folder is needed, an orphan
+    sidecar), or the note changed on disk in a way that cannot be indexed."""
+
+    code = "conflict"
+
+
+class InvalidNote(UserError):
+    """A note's new text would not index as it stands."""
+
+    code = "invalid_note"
+
+
+class VaultError(SunlibError):
+    """A note file could not be written; nothing changed."""
+
+    code = "write_failed"
+
+
+class VaultFull(VaultError):
+    code = "vault_full"
 
 
 class ProviderError(SunlibError):

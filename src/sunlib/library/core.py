@@ -45,6 +45,7 @@ from ..sync.freshness import Freshness, FreshRead, fresh_read
 from ..sync.indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
 from ..trace import Listener, Tracer
 from .compose import Shared, ThreadStores
+from .notes import Notes
 
 if TYPE_CHECKING:
     from ..answer import Asker
@@ -312,6 +313,11 @@ class Library:
             tracer.adopt(result.trace.steps, result.trace.warnings)
             return dataclasses.replace(result, hits=hits, trace=tracer.finish())
         return dataclasses.replace(result, hits=hits) if withheld else result
+
+    @property
+    def notes(self) -> Notes:
+        """The notes service: list, read and safe writes under the ACL and the locks (``library.notes``)."""
+        return Notes(self)
 
     @property
     def asker(self) -> Asker:

@@ -23,8 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import (
     ConfigError,
+    Conflict,
     DatasetError,
-    IndexError_,
+    IndexUnusable,
+    InvalidNote,
     MissingCredentials,
     NotFound,
     ProviderError,
@@ -32,6 +34,8 @@ from ..errors import (
     StoreReadOnly,
     SunlibError,
     UserError,
+    VaultError,
+    VaultFull,
 )
 
 log = logging.getLogger("sunlib.server")
@@ -46,8 +50,14 @@ class ApiError(Exception):
 def status_of(exc: SunlibError) -> int:
     if isinstance(exc, NotFound):
         return 404
-    if isinstance(exc, StoreReadOnly):
+    if isinstance(exc, StoreReadOnly | Conflict):
         return 409
+    if isinstance(exc, InvalidNote):
+        return 422
+    if isinstance(exc, VaultFull):
+        return 507
+    if isinstance(exc, VaultError):
+        return 500
     if isinstance(exc, ConfigError | DatasetError | UserError):
         return 400
     if isinstance(exc, MissingCredentials):
@@ -56,7 +66,7 @@ def status_of(exc: SunlibError) -> int:
         return 502
     if isinstance(exc, StoreFull):
         return 507
-    if isinstance(exc, IndexError_):  # StoreBusy, StoreCorrupt and the index's other failures
+    if isinstance(exc, IndexUnusable):  # StoreBusy, StoreCorrupt and the index's other failures
         return 503
     return 500
 

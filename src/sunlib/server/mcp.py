@@ -11,7 +11,7 @@ Built on the official ``mcp`` SDK (``MCPServer``). One server object serves eith
   one request to the next.
 
 Every tool goes through the calls the HTTP routes use (``Library.search``, ``Library.ask``,
-and ``routes_notes``' operations for the notes), so the ACL, path confinement, atomic
+and the notes service, ``Library.notes``, for the notes), so the ACL, path confinement, atomic
 writes, the write lock and the index sync are the API's own. A note the caller cannot see
 answers exactly like an unknown one. ``status`` counts only visible notes.
 
@@ -38,7 +38,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from ..contracts import Citation, to_jsonable
-from ..errors import SunlibError
+from ..errors import NotFound, SunlibError
+from ..library.notes import NoteWrite
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..version import __version__
 from . import routes_notes as notes
@@ -131,16 +132,14 @@ class SunlibTools:
         path = ref.strip()
         indexed = store.note_states_of([path]).get(path)
         if indexed is None:
-            raise ApiError(404, "not_found", f"no note {ref!r}")
+            raise NotFound(f"no note {ref!r}")
         return indexed.note_id
 
     def _read(self, ref: str, principals: tuple[str, ...]) -> dict[str, Any]:
         try:
-            return notes.read(self.state, self._note_id(ref), principals)
-        except ApiError as exc:  # name what the caller gave, never the id behind a path it cannot see
-            if exc.status == 404:
-                raise ApiError(404, "not_found", f"no note {ref!r}") from None
-            raise
+            return notes.view_json(self.state.library.notes.read(self._note_id(ref), principals))
+        except NotFound:  # name what the caller gave, never the id behind a path it cannot see
+            raise NotFound(f"no note {ref!r}") from None
 
     # -- reading -------------------------------------------------------------------------
 
@@ -267,7 +266,9 @@ class SunlibTools:
         the total count for paging (offset + limit)."""
         principals = self.principals(ctx)
         with _tool_errors():
-            return notes.list_visible(self.state, principals, folder, tag, limit, offset)
+            return notes.page_json(
+                self.state.library.notes.list(principals, folder=folder, tag=tag, limit=limit, offset=offset)
+            )
 
     def status(self, ctx: Context) -> dict[str, Any]:
         """The library's state as you can see it: how many notes you may read, the search mode,
@@ -300,7 +301,7 @@ class SunlibTools:
         Without an `acl:` in its frontmatter the note gets the vault's default ACL."""
         principals = self.principals(ctx)
         with _tool_errors():
-            return self._written(notes.create(self.state, principals, notes.NoteCreate(path=path, content=content)))
+            return self._written(self._saved(principals, self.state.library.notes.create(path, content, principals)))
 
     def update_note(
         self,
@@ -312,8 +313,7 @@ class SunlibTools:
         principals = self.principals(ctx)
         with _tool_errors():
             note_id = self._read(note, principals)["note_id"]
-            body_ = notes.NoteUpdate(content=content)
-            return self._written(notes.update(self.state, principals, note_id, body_))
+            return self._written(self._saved(principals, self.state.library.notes.update(note_id, content, principals)))
 
     def move_note(
         self,
@@ -326,7 +326,10 @@ class SunlibTools:
         principals = self.principals(ctx)
         with _tool_errors():
             note_id = self._read(note, principals)["note_id"]
-            return self._written(notes.move(self.state, principals, note_id, notes.NoteMove(new_path=new_path)))
+            return self._written(self._saved(principals, self.state.library.notes.move(note_id, new_path, principals)))
+
+    def _saved(self, principals: tuple[str, ...], write: NoteWrite) -> dict[str, Any]:
+        return notes.written_json(self.state, principals, write)
 
     @staticmethod
     def _written(detail: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import apsw
 
-from ..errors import IndexError_, StoreBusy, StoreCorrupt, StoreFull
+from ..errors import IndexUnusable, StoreBusy, StoreCorrupt, StoreFull
 from ..ingest.ids import sha256_hex
 from ..text.tokens import CJK_GLOB
 from .connection import SCRIPT_FUNCTION, connect
@@ -50,7 +50,7 @@ def open_connection(path: Path | str) -> apsw.Connection:
             raise StoreFull(FULL) from None
         except apsw.Error as exc:
             _close(conn)
-            raise IndexError_(f"cannot open index {path}: {exc}") from None
+            raise IndexUnusable(f"cannot open index {path}: {exc}") from None
         except BaseException:
             _close(conn)
             raise

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import apsw
 
-from ..errors import IndexError_
+from ..errors import IndexUnusable
 
 
 def _stamp_existing_vectors(conn: apsw.Connection) -> None:
@@ -158,7 +158,7 @@ def _version(conn: apsw.Connection) -> int:
     row = conn.execute("PRAGMA user_version").fetchone()
     current = int(row[0]) if row else 0
     if current > SCHEMA_VERSION:
-        raise IndexError_(f"index schema v{current} is newer than this sunlib (v{SCHEMA_VERSION}); upgrade sunlib")
+        raise IndexUnusable(f"index schema v{current} is newer than this sunlib (v{SCHEMA_VERSION}); upgrade sunlib")
     return current
 
 

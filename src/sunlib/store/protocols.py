@@ -64,6 +64,11 @@ class Visibility:
     def of(cls, principals: Iterable[str], filters: SearchFilters | None = None) -> Visibility:
         return cls(tuple(principals), filters or SearchFilters())
 
+    def allows(self, acl: Iterable[str]) -> bool:
+        """Whether a note with this ACL is visible to these principals: one of them is in it (the
+        one access rule; the filters narrow a search, not access)."""
+        return not set(acl).isdisjoint(self.principals)
+
     def in_script(self, script: str) -> Visibility:
         """The same principals and filters, narrowed to chunks of one script ("cjk" or "other")."""
         if script not in SCRIPTS:

@@ -67,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from ..errors import BadPath, Conflict
 from ..ingest.ids import sha256_hex
 from ..ingest.vault import SIDECAR_SUFFIX, SKIP_DIRS, normalize_newlines
 
@@ -92,14 +93,6 @@ def _nothing() -> None:
 # bullets of fonts that draw them on the baseline), and the fraction and division slashes for "/"
 _LOOKALIKE = set("\u2024\u2025\uff0e\ufe52\uff61\u2027\u2215\u2044\uff0f\u29f8")
 _DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
-
-
-class BadPath(ValueError):
-    """A path the notes API will not write: the message says why."""
-
-
-class Conflict(Exception):
-    """The target name is taken (a note, a folder, a file where a folder is needed, an orphan sidecar)."""
 
 
 @dataclass(frozen=True)
