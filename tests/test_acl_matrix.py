@@ -542,7 +542,9 @@ def test_acl_change_public_to_ops_is_honoured_after_reindex(tmp_path: Path, engi
         old = lib.ask(question, principals=["public"])  # warms the visibility caches too
         assert "zqchangex" in json.dumps(to_jsonable(old.frame)), "the note is visible before the change"
         for m in MODES:
-            assert any(h.note_id == before.note_ids[0] for h in lib.search(question, m, principals=["public"]).hits)
+            assert any(
+                h.note_id == before.note_ids[0] for h in lib.search(question, mode=m, principals=["public"]).hits
+            )
 
         changed = [spec(0, ("ops",), "zqchangex"), specs[1]]
         (vault_dir / changed[0].path).write_text(changed[0].render(), encoding="utf-8")

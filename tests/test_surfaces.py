@@ -95,7 +95,7 @@ def test_response_models_keep_the_bodies(app: FastAPI, hash_library: Library) ->
     the keys of the JSON the route builds from the library's own objects."""
     api = Api(app)
     found = api.post("/api/search", json={"query": "empty ACL", "mode": "bm25", "limit": 2}).json()
-    direct = hash_library.search("empty ACL", "bm25", limit=2).as_json(with_trace=True)
+    direct = hash_library.search("empty ACL", mode="bm25", limit=2).as_json(with_trace=True)
     assert _keys(found) == _keys(direct) and found["results"] == direct["results"]
     assert list(found["results"][0]["routes"]["bm25"]) == ["rank", "score", "contribution"]
 

@@ -1,6 +1,5 @@
-"""Answering: route, retrieve, rerank, select + refuse, build context, write, cite + verify."""
+"""Answering: route, retrieve, rerank, select + refuse, build context, write, cite + verify.
 
-from .pipeline import Asker
-from .result import AskResult
-
-__all__ = ["AskResult", "Asker"]
+The pipeline (``pipeline.Asker``) is imported from its module, so that importing this package for
+its result type (``result.AskResult``) loads no writer or judge.
+"""

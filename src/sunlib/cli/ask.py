@@ -93,7 +93,9 @@ def ask(
         lib = lib.with_settings(answer={"writer": writer}, search={"mode": mode})
         filters = make_filters(folder, tag, note, filter_, since, until)
         printer = TokenPrinter.of(lib, stream and not as_json)
-        result = lib.ask(question, filters, principals_of(as_), on_token=printer, save=save, agentic=agentic)
+        result = lib.ask(
+            question, filters=filters, principals=principals_of(as_), on_token=printer, save=save, agentic=agentic
+        )
         if printer is not None:
             printer.end()
     if as_json:

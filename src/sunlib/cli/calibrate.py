@@ -39,7 +39,9 @@ def calibrate(
             return
         with ProgressBars(enabled=not as_json) as bars:
             lib.index(progress=bars)
-            result = lib.calibrate(probes, seed, store=not dry_run, on_probe=lambda n, t: bars("probes", n, t))
+            result = lib.calibrate(
+                probes=probes, seed=seed, store=not dry_run, on_probe=lambda n, t: bars("probes", n, t)
+            )
     if as_json:
         print_json(result)
         return

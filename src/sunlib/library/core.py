@@ -48,7 +48,7 @@ from .compose import Shared, ThreadStores
 from .notes import Notes
 
 if TYPE_CHECKING:
-    from ..answer import Asker
+    from ..answer.pipeline import Asker
     from ..answer.result import AskResult
     from .compose import IndexStore
 
@@ -223,7 +223,7 @@ class Library:
     # -- verbs ---------------------------------------------------------------------------
 
     def index(
-        self, embed: bool | None = None, progress: Progress | None = None, on_wait: OnWait | None = None
+        self, *, embed: bool | None = None, progress: Progress | None = None, on_wait: OnWait | None = None
     ) -> IndexReport:
         """Bring the index up to date with the vault: text first, then (optionally) vectors.
         Holds the indexer lock throughout; while another process holds it, waits (``on_wait``
@@ -274,6 +274,7 @@ class Library:
     def search(
         self,
         query: str,
+        *,
         mode: str | None = None,
         filters: SearchFilters | None = None,
         principals: Sequence[str] | None = None,
@@ -330,6 +331,7 @@ class Library:
     def ask(
         self,
         question: str,
+        *,
         filters: SearchFilters | None = None,
         principals: Sequence[str] | None = None,
         listener: Listener | None = None,
@@ -378,6 +380,7 @@ class Library:
 
     def calibrate(
         self,
+        *,
         probes: int | None = None,
         seed: int = 0,
         store: bool = True,
@@ -461,8 +464,8 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
     """The ask pipeline of a library: its settings, its search as the retrieval seam, its store,
     and providers created from its settings (the LLM router and the answerability judge when the
     writer is an LLM; the judge also with ``[answer] judge = "llm"``)."""
-    from ..answer import Asker  # the answer stages load with the first question, not with the library
     from ..answer.judge import create_judge
+    from ..answer.pipeline import Asker  # the answer stages load with the first question, not with the library
     from ..answer.router import create_router
 
     settings = library.settings

@@ -160,7 +160,9 @@ class SunlibTools:
         when you need an answer rather than passages."""
         principals = self.principals(ctx)
         with _tool_errors():
-            result = self.state.library.search(query, mode, (filters or Filters()).contract(), principals, limit=limit)
+            result = self.state.library.search(
+                query, mode=mode, filters=(filters or Filters()).contract(), principals=principals, limit=limit
+            )
         hits = [
             {
                 "rank": i,
@@ -190,7 +192,7 @@ class SunlibTools:
         principals = self.principals(ctx)
         with _tool_errors(), self.state.asks.track():
             result = self.state.library.ask(
-                question, (filters or Filters()).contract(), principals, start_conversation=False
+                question, filters=(filters or Filters()).contract(), principals=principals, start_conversation=False
             )  # one question a tool call: the run is saved, in no conversation
         frame = result.frame
         refusal = None

@@ -251,7 +251,12 @@ async def chat_completions(
 
     def run(listener: Listener | None, on_token: Callable[[str], None] | None) -> AskResult:
         return state.library.ask(
-            question, None, principals, listener=listener, on_token=on_token, history=history, start_conversation=False
+            question,
+            principals=principals,
+            listener=listener,
+            on_token=on_token,
+            history=history,
+            start_conversation=False,
         )  # the client keeps the conversation: none is stored
 
     if not body.stream:

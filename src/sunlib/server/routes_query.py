@@ -34,7 +34,12 @@ def search(req: SearchBody, request: Request, principals: tuple[str, ...] = Depe
     """Hybrid, BM25 or dense search with filters; every result has a snippet and a citation."""
     state = request.app.state.sunlib
     result = state.library.search(
-        req.query, req.mode, req.filters.contract(), principals, limit=req.limit, offset=req.offset
+        req.query,
+        mode=req.mode,
+        filters=req.filters.contract(),
+        principals=principals,
+        limit=req.limit,
+        offset=req.offset,
     )
     return result.as_json(with_trace=True)
 
@@ -50,7 +55,11 @@ def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(pr
     state = request.app.state.sunlib
     with state.asks.track():
         result = state.library.ask(
-            req.question, req.filters.contract(), principals, agentic=req.agentic, conversation_id=req.conversation_id
+            req.question,
+            filters=req.filters.contract(),
+            principals=principals,
+            agentic=req.agentic,
+            conversation_id=req.conversation_id,
         )
     return {**frame_json(result), "conversation_id": result.conversation_id, "trace": to_jsonable(result.trace)}
 
@@ -179,8 +188,8 @@ async def ask_stream(
     def run(listener: Listener, on_token: Callable[[str], None]) -> AskResult:
         return state.library.ask(
             req.question,
-            req.filters.contract(),
-            principals,
+            filters=req.filters.contract(),
+            principals=principals,
             listener=listener,
             on_token=on_token,
             agentic=req.agentic,
