@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from clients import Api
+from sse import sse
 from sunlib import Library
 from sunlib.server import create_app
 from test_api import Served, assert_error
@@ -270,3 +271,32 @@ def test_a_hidden_write_moves_nothing_in_a_public_trace(open_lib: Callable[..., 
     assert '"rowid"' not in text and '"row_id"' not in text
     big = {n for n in _ints(after) if n > 1000} & rowids
     assert not big, big
+
+
+# -- 7. per-step timings ---------------------------------------------------------------------
+
+
+def test_step_timings_reach_admins_only(open_lib: Callable[..., Library]) -> None:
+    """How long BM25 took says whether a word fills many hidden chunks: a non-admin's traces carry
+    no per-step timing, on every route that returns one; an admin's do."""
+    lib = open_lib(server={"tokens": TOKENS_WITH_ADMIN, "admin_principals": ADMINS})
+    api = Api(create_app(lib))
+    team, root = api.bearer("tok-team"), api.bearer("tok-root")
+    question = {"question": "How is the index rebuilt?"}
+
+    def timings(steps: list[dict[str, Any]]) -> list[Any]:
+        return [s["latency_ms"] for s in steps]
+
+    for caller, admin in ((team, False), (root, True)):
+        searched = caller.post("/api/search", json={"query": "index rebuild"}).json()["trace"]["steps"]
+        asked = caller.post("/api/ask", json=question).json()
+        events = sse(caller.post("/api/ask/stream", json=question).text)
+        streamed = [data for event, data in events if event == "step"]
+        run = caller.get(f"/api/runs/{asked['run_id']}").json()["trace"]["steps"]
+        for steps in (searched, asked["trace"]["steps"], streamed, run):
+            assert steps
+            if admin:
+                assert all(isinstance(t, float) for t in timings(steps))
+            else:
+                assert timings(steps) == [None] * len(steps)
+        assert isinstance(asked["trace"]["total_ms"], float)  # the whole run's time: a client measures it anyway

@@ -18,9 +18,10 @@ from ..contracts import StepTrace, to_jsonable
 from ..errors import SunlibError
 from ..steps import Step, describe
 from ..trace import Listener
-from .auth import principals_for
+from .auth import is_admin, principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
 from .schemas import AskBody, AskOut, SearchBody, SearchOut, StepsOut
+from .views import step_view, trace_view
 
 router = APIRouter(prefix="/api", tags=["search and ask"], responses=ERROR_RESPONSES)
 
@@ -41,7 +42,8 @@ def search(req: SearchBody, request: Request, principals: tuple[str, ...] = Depe
         limit=req.limit,
         offset=req.offset,
     )
-    return result.as_json(with_trace=True)
+    data = result.as_json(with_trace=True)
+    return {**data, "trace": trace_view(data["trace"], is_admin(request, principals))}
 
 
 def frame_json(result: AskResult) -> dict[str, Any]:
@@ -61,7 +63,8 @@ def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(pr
             agentic=req.agentic,
             conversation_id=req.conversation_id,
         )
-    return {**frame_json(result), "conversation_id": result.conversation_id, "trace": to_jsonable(result.trace)}
+    trace = trace_view(result.trace, is_admin(request, principals))
+    return {**frame_json(result), "conversation_id": result.conversation_id, "trace": trace}
 
 
 @router.get("/steps", response_model=StepsOut)
@@ -71,9 +74,10 @@ def steps() -> dict[str, Any]:
     return describe()
 
 
-def step_event(step: StepTrace) -> dict[str, Any]:
-    """A ``step`` event: the step's record, with ``span_id``, ``parent_id`` and ``iteration``."""
-    return dict(to_jsonable(step))
+def step_event(step: StepTrace, admin: bool) -> dict[str, Any]:
+    """A ``step`` event: the step's record, with ``span_id``, ``parent_id`` and ``iteration``
+    (its timings only for an admin: ``views.step_view``)."""
+    return step_view(step, admin)
 
 
 # runs one ask with a step listener and a token callback
@@ -124,10 +128,10 @@ async def streamed_ask(state: Any, run: AskRun) -> AsyncGenerator[tuple[str, Any
         cancelled.set()
 
 
-def api_events(kind: str, data: Any) -> list[tuple[str, Any]]:
+def api_events(kind: str, data: Any, admin: bool) -> list[tuple[str, Any]]:
     """The /api/ask/stream events for one item of ``streamed_ask``."""
     if kind == "step":
-        out: list[tuple[str, Any]] = [("step", step_event(data))]
+        out: list[tuple[str, Any]] = [("step", step_event(data, admin))]
         if data.name == Step.CONTEXT and data.status == "ok":
             d = data.details
             out.append(
@@ -196,10 +200,12 @@ async def ask_stream(
             conversation_id=req.conversation_id,
         )
 
+    admin = is_admin(request, principals)
+
     async def events() -> AsyncIterator[dict[str, str]]:
         async with aclosing(streamed_ask(state, run)) as items:
             async for kind, data in items:
-                for event, payload in api_events(kind, data):
+                for event, payload in api_events(kind, data, admin):
                     yield {"event": event, "data": json.dumps(payload, ensure_ascii=False)}
 
     return EventSourceResponse(events())

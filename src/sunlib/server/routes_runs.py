@@ -7,9 +7,10 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from .auth import principals_for
+from .auth import is_admin, principals_for
 from .errors import ERROR_RESPONSES, ApiError
 from .schemas import RunOut, RunsOut
+from .views import trace_view
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -32,4 +33,5 @@ def get_run(run_id: str, request: Request, principals: tuple[str, ...] = Depends
     run = state.library.store.get_run(run_id, principals)
     if run is None:  # missing and not yours look the same
         raise ApiError(404, "not_found", f"no run {run_id!r}")
-    return dataclasses.asdict(run)
+    data = dataclasses.asdict(run)
+    return {**data, "trace": trace_view(data["trace"], is_admin(request, principals))}

@@ -125,7 +125,7 @@ class RouteScoreOut(Out):
 class StepOut(Out):
     name: str
     status: str = Field(description="ok | skipped | error | warning")
-    latency_ms: float
+    latency_ms: float | None = Field(description="how long the step took; null unless the caller is an admin")
     input_summary: str
     output_summary: str
     details: dict[str, Any]

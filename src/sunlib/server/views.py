@@ -11,7 +11,9 @@ A caller marked admin (``auth.is_admin``) sees everything as recorded. Everyone 
   ``failed`` entries of notes visible to them in the index, ``unchanged`` and
   ``chunks_written`` counted over those notes, and no ``deleted`` entries, vector counts or
   timings (a deleted note's ACL is gone with it; the others count hidden work too). A note
-  that failed before it was ever indexed has no known ACL: only an admin sees it.
+  that failed before it was ever indexed has no known ACL: only an admin sees it;
+* run traces without per-step timings (``latency_ms`` is null): how long BM25 took tells whether a
+  word occurs in many hidden chunks. The run's ``total_ms`` stays (a client times the request anyway).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..contracts import to_jsonable
 from ..library import Library
 from ..store import Space, Visibility
 from .errors import relative_paths
@@ -112,3 +115,22 @@ def index_status(library: Library, reader: Reader, jobs: Sequence[Job]) -> dict[
         "text_indexed_at": None,  # a hidden write moves it too
         "jobs": shown,
     }
+
+
+def step_view(step: Any, admin: bool) -> dict[str, Any]:
+    """A trace step's JSON (a ``StepTrace`` or its JSON form) as a caller may see it: without timings
+    unless ``admin``."""
+    data = dict(to_jsonable(step))
+    if not admin:
+        data["latency_ms"] = None
+        details = data.get("details")
+        if isinstance(details, dict) and "latency_ms" in details:  # the judge's own timing
+            data["details"] = {**details, "latency_ms": None}
+    return data
+
+
+def trace_view(trace: Any, admin: bool) -> dict[str, Any]:
+    """A run trace's JSON (a ``RunTrace`` or its JSON form) as a caller may see it (``step_view``)."""
+    data = dict(to_jsonable(trace))
+    data["steps"] = [step_view(s, admin) for s in data.get("steps") or []]
+    return data
