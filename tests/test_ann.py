@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from clients import sunlib
-from sunlib.cli.serve import server_dense_engine
 from sunlib.config import ServerSettings, load_settings
+from sunlib.server.policy import server_dense_engine
 from sunlib.store import Space, SqliteStore, UsearchVectors, VectorItem, Visibility
 from sunlib.store.ann import GRAPHS
 from sunlib.sync.indexing import sync_text

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from clients import sunlib
-from sunlib.cli.serve import server_lexical_engine
 from sunlib.config import ServerSettings, load_settings
 from sunlib.contracts import SearchFilters
+from sunlib.server.policy import server_lexical_engine
 from sunlib.store import PostingsLexical, SqliteStore, Visibility
 from sunlib.store.postings import POSTINGS
 from sunlib.sync.indexing import sync_text

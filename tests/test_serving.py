@@ -214,3 +214,16 @@ def test_a_search_returns_while_the_writer_is_still_writing(hash_library: Librar
     assert asked.is_set() and answers[0][-1][0] == "finish", answers
     assert chat.writer.waited_ok is True  # the writer was released by the test, after the search
     assert "".join(d["delta"] for e, d in answers[0] if e == "token") == chat.writer.reply
+
+
+def test_create_app_applies_the_serving_policy_itself(hash_library: Library) -> None:
+    """An app built from Python gets the guard and the engines `sunlib serve` applies."""
+    from sunlib.errors import UserError
+    from sunlib.server import create_app
+
+    public = hash_library.with_settings(server={"host": "0.0.0.0"})
+    with pytest.raises(UserError, match="without auth"):
+        create_app(public)
+    guarded = hash_library.with_settings(server={"host": "0.0.0.0", "tokens": {"tok": ["public"]}})
+    assert create_app(guarded).state.sunlib.library.settings.search.dense_engine == "numpy"
+    assert hash_library.with_settings() is hash_library  # nothing changed: the same library

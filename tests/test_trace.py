@@ -13,7 +13,6 @@ from sse import sse
 from sunlib import Library
 from sunlib.answer.stages import Round
 from sunlib.contracts import RunTrace, StepTrace, to_jsonable
-from sunlib.library import build_asker
 from sunlib.server.app import create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step, describe
 from sunlib.trace import Tracer
@@ -78,8 +77,15 @@ def test_the_step_registry_is_served() -> None:
     assert {s["name"] for s in data["steps"]} == {str(s) for s in Step}
 
 
+def nest_round(lib: Library) -> None:
+    """Run the real pipeline's retrieval, reranking and selection as round 1 of ``lib``'s asker."""
+    asker = lib.asker
+    route, retrieve, rerank, select, *rest = asker.stages
+    asker.stages = (route, Round(1, (retrieve, rerank, select)), *rest)
+
+
 def _nested_library(vault: Path) -> Library:
-    """The real pipeline with retrieval, reranking and selection run as round 1."""
+    """A library whose ask (and whose served app's ask) runs a round."""
     lib = Library.open(
         vault,
         embedding={"provider": "hash"},
@@ -90,16 +96,15 @@ def _nested_library(vault: Path) -> Library:
             "answerable_threshold": 0.0,
         },
     )
-    asker = build_asker(lib)
-    route, retrieve, rerank, select, *rest = asker.stages
-    asker.stages = (route, Round(1, (retrieve, rerank, select)), *rest)
-    lib._asker = asker
+    nest_round(lib)
     return lib
 
 
 def test_a_round_nests_on_every_surface(hash_library: Library) -> None:
     with _nested_library(hash_library.vault) as lib:
-        api = Api(create_app(lib))
+        app = create_app(lib)
+        nest_round(app.state.sunlib.library)  # the served library (the server's engines) builds its own asker
+        api = Api(app)
         assert api.get("/api/steps").json() == describe()
         events = sse(api.post("/api/ask/stream", json={"question": QUESTION}).text)
         steps = [StepTrace.from_json(d) for e, d in events if e == "step"]

@@ -16,7 +16,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,6 @@ from llm_server import start as start_llm
 from llm_server import user_message as llm_user_message
 from sunlib import Library
 from sunlib.answer.stages import Round
-from sunlib.library import build_asker
 from sunlib.server.app import WEB_DIR, create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 
@@ -48,15 +47,24 @@ CITED_Q = "What is the SUNLIB_HOME environment variable used for?"
 REFUSED_Q = "Which port does the sunlib web server listen on?"
 
 
+def nest_round(lib: Library) -> None:
+    """Run the real pipeline's retrieval, reranking and selection as round 1 of ``lib``'s asker."""
+    asker = lib.asker
+    route, retrieve, rerank, select, *rest = asker.stages
+    asker.stages = (route, Round(1, (retrieve, rerank, select)), *rest)
+
+
 @contextmanager
-def serve(lib: Library, watch: bool = False) -> Iterator[str]:
-    """The real app under uvicorn on a free loopback port, in a background thread."""
+def serve(lib: Library, prepare: Callable[[Library], None] | None = None, watch: bool = False) -> Iterator[str]:
+    """The real app under uvicorn on a free loopback port, in a background thread; ``prepare`` sees
+    the library the app serves before the first request."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(lib, watch=watch), host="127.0.0.1", port=port, log_level="warning")
-    )
+    app = create_app(lib, watch=watch)
+    if prepare is not None:
+        prepare(app.state.sunlib.library)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True, name="uvicorn-e2e")
     thread.start()
     deadline = time.monotonic() + 20
@@ -339,12 +347,8 @@ def nested_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         tiny_vault(tmp_path_factory.mktemp("web_nested")), embedding={"provider": "hash"}, answer=OPEN_GATE
     )
     lib.index()
-    asker = build_asker(lib)
-    route, retrieve, rerank, select, *rest = asker.stages
-    asker.stages = (route, Round(1, (retrieve, rerank, select)), *rest)
-    lib._asker = asker
     try:
-        with serve(lib) as url:
+        with serve(lib, nest_round) as url:
             yield url
     finally:
         lib.close()

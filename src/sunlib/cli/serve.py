@@ -5,13 +5,11 @@ from __future__ import annotations
 import contextlib
 import socket
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..config import ServerSettings
 from ..errors import UserError
 from .app import app
 from .common import VAULT_HELP, err, open_library, remember_vault
@@ -32,23 +30,12 @@ def serve(
     import uvicorn  # the server's modules load here, never for the other verbs
 
     from ..server import create_app
-    from ..server.auth import is_loopback_host
+    from ..server.policy import serving
     from ..sync.notes_io import remove_stale_temps
 
     lib = open_library(vault, config)
-    lib = lib.with_settings(
-        server={"host": host, "port": port},
-        search={
-            "dense_engine": server_dense_engine(lib.settings.server, lambda: lib.store.counts().chunks),
-            "lexical_engine": server_lexical_engine(lib.settings.server, lambda: lib.store.counts().chunks),
-        },
-    )
+    lib = serving(lib.with_settings(server={"host": host, "port": port}))  # before binding: the guard first
     s = lib.settings.server
-    if not s.tokens and not is_loopback_host(s.host):
-        raise UserError(
-            f"refusing to bind {s.host} without auth: set [server] tokens (bearer token -> principals) "
-            "or bind 127.0.0.1"
-        )
     replica = lib.settings.store.replica  # read-only: never indexes, never watches (the indexing host does)
     sock = _bind(s.host, s.port)  # before anything is printed: a busy port is one line, nothing else
     with sock:
@@ -84,20 +71,3 @@ def _bind(host: str, port: int) -> socket.socket:
         sock.close()
         raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return sock
-
-
-def server_dense_engine(settings: ServerSettings, chunks: Callable[[], int]) -> str | None:
-    """The server's dense engine for an index of ``chunks()`` chunks (counted only when a threshold
-    is set): the HNSW graph from ``ann_above_chunks`` on, else the numpy matrix
-    (``dense_engine_numpy``), else the configured one."""
-    if settings.ann_above_chunks and chunks() >= settings.ann_above_chunks:
-        return "usearch"
-    return "numpy" if settings.dense_engine_numpy else None
-
-
-def server_lexical_engine(settings: ServerSettings, chunks: Callable[[], int]) -> str | None:
-    """The server's lexical engine for an index of ``chunks()`` chunks (counted only when a
-    threshold is set): the postings from ``postings_above_chunks`` on, else the configured one."""
-    if settings.postings_above_chunks and chunks() >= settings.postings_above_chunks:
-        return "postings"
-    return None

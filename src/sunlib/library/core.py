@@ -118,7 +118,7 @@ class Library:
         unchanged (a model loaded once stays loaded); the parts that depend on a changed
         setting are built anew. This library is left as it is."""
         changed = merge(settings or self._settings, **sections) if sections else settings or self._settings
-        return Library(self.vault, changed, shared=self._shared)
+        return self if changed == self._settings else Library(self.vault, changed, shared=self._shared)
 
     # -- parts ---------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from ..version import __version__
 from . import errors
 from .jobs import Jobs
 from .openai_schemas import error_body
+from .policy import serving
 from .state import ServerState
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -125,7 +126,10 @@ class FrameGuard:
 
 
 def create_app(library: Library, watch: bool = False) -> FastAPI:
-    """The app over one library; ``watch``: its lifespan keeps the index in step with the vault."""
+    """The app over one library, with the serving policy applied (``policy.serving``: the server's
+    engines, and no public host without tokens); ``watch``: its lifespan keeps the index in step
+    with the vault."""
+    library = serving(library)
     settings = library.settings
     app = FastAPI(
         title="sunlib",
