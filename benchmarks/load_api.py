@@ -379,7 +379,7 @@ def main() -> None:
             print(f"indexing {lib.vault} with {args.provider} ...", flush=True)
             lib.index()
             print(f"indexed in {time.perf_counter() - t0:.1f} s", flush=True)
-            status, reranker = lib.status(), lib.settings.answer.reranker
+            status, reranker = lib.status().as_dict(), lib.settings.answer.reranker
         env = {"SUNLIB_HOME": str(Path(tmp) / "home"), "SUNLIB_INDEX_DIR": str(index_dir)}
         env["SUNLIB_EMBEDDING__PROVIDER"] = args.provider
         load_before, capacity_before = os.getloadavg()[0], cpu_capacity()

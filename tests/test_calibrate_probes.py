@@ -192,7 +192,7 @@ def test_gate_priority_settings_then_calibration_then_shipped(hash_library: Libr
     hash_library = hash_library.with_settings(answer={"gate": "learned"})  # the self-calibrated gate
     assert PARAMS is not None
     assert _gate(hash_library).threshold == PARAMS.threshold
-    assert hash_library.calibration()["state"] == "uncalibrated"
+    assert hash_library.calibration().state == "uncalibrated"
     _store(hash_library, 0.777)
     gate = _gate(hash_library)
     assert gate.threshold == 0.777 and "self-calibrated 2026-01-02" in gate.source and "60 probes" in gate.source
@@ -200,12 +200,12 @@ def test_gate_priority_settings_then_calibration_then_shipped(hash_library: Libr
     assert result.selection is not None and result.selection.threshold == 0.777
     explicit = hash_library.with_settings(answer={"answerable_threshold": 0.3})
     assert _gate(explicit).threshold == 0.3 and _gate(explicit).source.endswith("settings")
-    assert explicit.calibration()["state"] == "settings"
+    assert explicit.calibration().state == "settings"
     other_space = build_gate(hash_library.settings.answer, profile_for("hash"), hash_library.store, "other", "en")
     assert isinstance(other_space, LearnedGate) and other_space.threshold == PARAMS.threshold
     _store(hash_library, 0.777, scorer="another-scorer")  # made with other parameters: ignored
     assert _gate(hash_library).threshold == PARAMS.threshold
-    assert hash_library.calibration()["state"] == "stale"
+    assert hash_library.calibration().state == "stale"
 
 
 def test_status_shows_the_calibration(hash_library: Library) -> None:
@@ -229,7 +229,7 @@ def test_calibrate_command_stores_what_it_reports(hash_library: Library) -> None
     dry = sunlib("calibrate", "--vault", vault, "--probes", "30", "--dry-run", "--json", env=HASH)
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout)["stored"] is False
-    assert hash_library.calibration()["state"] == "uncalibrated"
+    assert hash_library.calibration().state == "uncalibrated"
     r = sunlib("calibrate", "--vault", vault, "--probes", "30", "--json", env=HASH)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
@@ -242,11 +242,11 @@ def test_calibrate_command_stores_what_it_reports(hash_library: Library) -> None
     stored = json.loads(hash_library.store.get_meta(report["key"]) or "{}")
     assert stored["threshold"] == report["threshold"] and stored["before"] == report["before"]
     cal = hash_library.calibration()
-    assert cal["state"] == "calibrated" and cal["threshold"] == report["threshold"]
+    assert cal.state == "calibrated" and cal.threshold == report["threshold"]
     text = sunlib("calibrate", "--vault", vault, "--probes", "30", env=HASH)
     assert text.returncode == 0 and "stored selfcal:" in text.stdout
     reset = sunlib("calibrate", "--vault", vault, "--reset", env=HASH)
-    assert reset.returncode == 0 and hash_library.calibration()["state"] == "uncalibrated"
+    assert reset.returncode == 0 and hash_library.calibration().state == "uncalibrated"
 
 
 def test_index_self_calibrates_when_asked(hash_vault: Path) -> None:
@@ -259,7 +259,7 @@ def test_index_self_calibrates_when_asked(hash_vault: Path) -> None:
     off = sunlib("index", str(hash_vault), "--provider", "hash", "--json", env={"SUNLIB_ANSWER__GATE": "learned"})
     assert json.loads(off.stdout)["calibration"] is None
     with Library.open(hash_vault, embedding={"provider": "hash"}, answer={"gate": "learned"}) as lib:
-        assert lib.calibration()["state"] == "calibrated"
+        assert lib.calibration().state == "calibrated"
 
 
 # -- bad input ----------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def test_index_stores_the_second_space_without_making_it_active(vault: Path) -> 
         chunks = lib.store.counts().chunks
         assert spaces["hash"].vectors == chunks and spaces["counting"].vectors == chunks
         assert lib.store.get_meta("space") == lib.space.name  # the hash space stays the active one
-        assert lib.status()["active_space"].startswith("hash:")
+        assert lib.status().active_space.startswith("hash:")
 
 
 def test_fused_scores_follow_the_formula(vault: Path) -> None:

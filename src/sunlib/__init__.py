@@ -33,6 +33,7 @@ from .errors import (
 )
 from .library import Library
 from .library.notes import NotePage, Notes, NoteView, NoteWrite
+from .library.records import Calibration, Status
 from .sync.indexing import IndexReport
 from .version import __version__
 
@@ -40,6 +41,7 @@ __all__ = [
     "AnswerFrame",
     "AskResult",
     "BadPath",
+    "Calibration",
     "Chunk",
     "Citation",
     "ConfigError",
@@ -61,6 +63,7 @@ __all__ = [
     "SearchFilters",
     "SearchResult",
     "Settings",
+    "Status",
     "StepTrace",
     "StoreError",
     "SunlibError",

@@ -77,7 +77,7 @@ def status(
         return
     with open_library(vault, config) as lib:
         require_index(lib)
-        info = lib.status()
+        info = lib.status().as_dict()
     if as_json:
         print_json(info)
         return

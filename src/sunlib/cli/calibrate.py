@@ -33,9 +33,9 @@ def calibrate(
         if reset:
             key = reset_calibration(lib)
             if as_json:
-                print_json({"key": key, "reset": True, "calibration": lib.calibration()})
+                print_json({"key": key, "reset": True, "calibration": lib.calibration().as_dict()})
             else:
-                out.print(f"forgot {key}: the gate uses {lib.calibration()['source']}")
+                out.print(f"forgot {key}: the gate uses {lib.calibration().source}")
             return
         with ProgressBars(enabled=not as_json) as bars:
             lib.index(progress=bars)

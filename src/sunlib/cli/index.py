@@ -43,7 +43,7 @@ def index(
         report = lib.index(embed=False if no_embed else None, progress=bars, on_wait=waiting)
         if lib.settings.answer.self_calibrate and not no_embed:
             calibration = _self_calibrate(lib, report, bars)
-        status = lib.status() if not no_embed else None
+        status = lib.status().as_dict() if not no_embed else None
     if as_json:
         print_json({"index": str(lib.db_path), **report.as_dict(), "calibration": calibration})
     else:
@@ -126,7 +126,7 @@ def _self_calibrate(lib: Library, report: IndexReport, bars: ProgressBars) -> di
     """``[answer] self_calibrate``: calibrate when the notes changed or no valid calibration exists.
     A vault too small to probe keeps the shipped threshold, with a warning: indexing itself worked."""
     changed = report.added or report.changed or report.moved or report.deleted
-    if not changed and lib.calibration()["state"] not in ("uncalibrated", "stale"):
+    if not changed and lib.calibration().state not in ("uncalibrated", "stale"):
         return None
     try:
         return lib.calibrate(on_probe=lambda n, t: bars("probes", n, t))

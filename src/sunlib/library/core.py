@@ -46,6 +46,7 @@ from ..sync.indexing import IndexReport, Progress, crosslang_space, embed_pendin
 from ..trace import Listener, Tracer
 from .compose import Shared, ThreadStores
 from .notes import Notes
+from .records import Calibration, CalibrationState, Status
 
 if TYPE_CHECKING:
     from ..answer.pipeline import Asker
@@ -393,7 +394,7 @@ class Library:
 
         return self_calibrate(self, DEFAULT_PROBES if probes is None else probes, seed, store, on_probe)
 
-    def calibration(self) -> dict[str, Any]:
+    def calibration(self) -> Calibration:
         """Which threshold the learned gate uses here and why: ``state`` is ``settings``,
         ``calibrated``, ``stale`` (made with other scorer parameters: run ``sunlib calibrate``
         again), ``uncalibrated`` or ``off`` (the score gate, or no scorer parameters)."""
@@ -404,22 +405,23 @@ class Library:
         space = self.space.name if self.settings.search.mode != "bm25" else None
         params = load_params()
         if answer.gate != "learned" or params is None:
-            return {"state": "off", "key": selfcal_key(space), "gate": answer.gate}
+            return Calibration("off", selfcal_key(space), gate=answer.gate)
         threshold, source, stored = learned_threshold(answer, self.store, space, params)
+        state: CalibrationState
         if answer.answerable_threshold is not None:
             state = "settings"
         elif stored is None:
             state = "uncalibrated"
         else:
             state = "calibrated" if calibration_applies(stored, answer, params) else "stale"
-        return {
-            "state": state,
-            "key": selfcal_key(space),
-            "threshold": threshold,
-            "shipped_threshold": params.threshold,
-            "source": source,
-            "stored": stored,
-        }
+        return Calibration(
+            state,
+            selfcal_key(space),
+            threshold=threshold,
+            shipped_threshold=params.threshold,
+            source=source,
+            stored=stored,
+        )
 
     def _where(self) -> str:
         """Where the index is: its SQLite file, or for a replica the Qdrant collections it reads."""
@@ -429,22 +431,23 @@ class Library:
             return f"read-only replica of the Qdrant collections {store.collection!r} at {at}"
         return str(self.db_path)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
+        """Where the index is, what it holds, its vector spaces and the gate's threshold (``as_dict()``: the JSON)."""
         store = self.store
         active = self.space
         pending, total = store.vectors.count_pending(active)
-        return {
-            "vault": str(self.vault),
-            "index": self._where(),
-            "counts": dataclasses.asdict(store.counts()),
-            "chunker": store.get_meta("chunker"),
-            "active_space": active.name,
-            "vectors_pending": pending,
-            "vectors_total": total - pending,
-            "spaces": [dataclasses.asdict(s) for s in store.vectors.spaces()],
-            "text_indexed_at": store.get_meta("text_indexed_at"),
-            "calibration": self.calibration(),
-        }
+        return Status(
+            vault=str(self.vault),
+            index=self._where(),
+            counts=store.counts(),
+            chunker=store.get_meta("chunker"),
+            active_space=active.name,
+            vectors_pending=pending,
+            vectors_total=total - pending,
+            spaces=tuple(store.vectors.spaces()),
+            text_indexed_at=store.get_meta("text_indexed_at"),
+            calibration=self.calibration(),
+        )
 
 
 def preload_reader(settings: Settings) -> None:

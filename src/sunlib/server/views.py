@@ -88,7 +88,7 @@ def rebuild_report(result: Any, reader: Reader, library: Library) -> Any:
 
 def index_status(library: Library, reader: Reader, jobs: Sequence[Job]) -> dict[str, Any]:
     """``/api/index/status`` for ``reader``."""
-    status = library.status()
+    status = library.status().as_dict()
     shown = [job_view(j, reader, library) for j in jobs if reader.may_read(j)]
     if reader.admin:
         return {**status, "jobs": shown}
