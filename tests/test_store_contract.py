@@ -246,6 +246,29 @@ def test_without_vectors_names_the_given_chunks_that_have_none(make: Callable[[s
     assert store.vectors.without_vectors(SPACE, list(ids.values())) == set()
 
 
+def test_still_pending_drops_chunks_deleted_rewritten_or_embedded_since_they_were_listed(
+    make: Callable[[str], Store], vault: Path
+) -> None:
+    store = make("db")
+    sync(store, vault)
+    path_of = {c.chunk_id: c.path for nid, _, _ in store.iter_notes() for c in store.chunks_of_note(nid)}
+    store.vectors.ensure_space(SPACE)
+    listed = store.vectors.pending(SPACE)
+    assert len(listed) == len(NOTES) and store.vectors.still_pending(SPACE, listed) == listed
+    unknown = Space("other", "hand-made", 4, "contract")
+    assert store.vectors.still_pending(unknown, listed) == listed  # a space that does not exist yet
+    assert store.vectors.still_pending(SPACE, []) == []
+    embed_by_hand(store.vectors, store, only={"sea/harbour.md"})
+    (vault / "team" / "plan.md").unlink()
+    (vault / "guide" / "search.md").write_text("# Search\n\nThe harbour guide, rewritten.\n", encoding="utf-8")
+    sync(store, vault)
+    kept = [p for p in listed if path_of[p.chunk_id] in ("sea/restricted.md", "scratch.md")]
+    assert store.vectors.still_pending(SPACE, listed) == kept  # as listed, in the order given
+    fresh = store.vectors.pending(SPACE)
+    rewritten = chunk_of(store, "guide/search.md")
+    assert rewritten in [p.chunk_id for p in store.vectors.still_pending(SPACE, fresh)]  # its new version
+
+
 def test_re_embedding_replaces_the_vector(store: Store) -> None:
     target = chunk_of(store, "guide/search.md")
     (pending_stamp,) = {p.stamp for p in _pending_after_delete(store, target)}

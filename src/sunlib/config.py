@@ -278,6 +278,11 @@ class ServerSettings(BaseModel):
     cors_origins: list[str] = Field(default_factory=list)  # closed by default
     max_body_bytes: int = Field(2_000_000, ge=1024)
     dense_engine_numpy: bool = True  # a long-running server keeps vectors in memory (fast KNN)
+    # The embedding work one caller (one set of principals) may have waiting: while the chunks its
+    # note writes queued (created, updated or moved, through the API or MCP) and whose vectors job has
+    # not finished number this many, its next write is refused (429 too_busy) before anything is
+    # written, so a caller queues at most this many chunks plus one note's. 0: no limit.
+    max_queued_chunks: int = Field(1000, ge=0)
     # From this many chunks on, the server searches an HNSW graph (dense_engine "usearch", kept in
     # the index folder) instead of the numpy matrix, whose scan grows with the index (~50 ms at
     # 1M chunks); 0 never switches. docs/benchmarks.md "HNSW engines" for the measurements.

@@ -102,6 +102,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: _described("conflict: the path is taken"),
     413: _described("the request body is too large"),
     422: _described("the request body or parameters are invalid"),
+    429: _described("too busy: your earlier note writes' vectors are still being computed; try again later"),
     502: _described("an embedding or LLM provider failed"),
     503: _described("unavailable for now: the index is busy, damaged or missing, or a provider has no key"),
     507: _described("the disk holding the index is full; what was committed before is kept"),

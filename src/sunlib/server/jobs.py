@@ -6,7 +6,11 @@ each lane is one worker thread taking its jobs in order from a bounded queue. Th
 ``index`` lane runs rebuilds and vectors jobs (both write vectors, so one at a time);
 the ``benchmark`` lane runs RAG benchmark runs, so a long run never holds up the
 vectors of a note just written. A full queue refuses the job and a closed service
-refuses every job (503 ``busy``, ``unavailable``). Only the latest ``history`` finished
+refuses every job (503 ``busy``, ``unavailable``). A job submitted with ``coalesce`` joins
+a job of its kind and principals that is still queued instead of queueing another (its work
+covers both: an embed job embeds every pending chunk), so one caller has at most one such
+job waiting; ``units`` counts the work a job was given (chunks, for an embed job) and
+``queued_units`` what a caller's unfinished jobs of a kind hold. Only the latest ``history`` finished
 jobs are kept, and of each job only its latest ``events`` events (its last event is
 always done or failed once it ends). A worker thread never holds a lock of the
 server's while it runs a job; the job takes the library's write lock where it writes.
@@ -44,6 +48,7 @@ class Job:
     finished_at: float | None = None
     result: Any = None
     error: str | None = None
+    units: int = 0  # the work given to it: chunks written for an embed job, summed over the submits it took
     _events: deque[tuple[int, dict[str, Any]]] = field(default_factory=lambda: deque(maxlen=EVENTS), repr=False)
     _seq: int = 0
 
@@ -97,13 +102,30 @@ class Jobs:
             for lane in sorted(set(LANES.values())):
                 self._lane(lane)
 
-    def submit(self, kind: str, principals: tuple[str, ...], work: Work, prefix: str = "job") -> Job:
+    def submit(
+        self,
+        kind: str,
+        principals: tuple[str, ...],
+        work: Work,
+        prefix: str = "job",
+        *,
+        coalesce: bool = False,
+        units: int = 0,
+    ) -> Job:
+        """Queue a job (``units`` of work), or with ``coalesce`` return the queued job of this kind
+        and these principals, if any, with the units added: it has not started, so its work covers
+        this submit's too."""
         if kind not in LANES:  # a lane is a thread: kinds are a closed set
             raise ValueError(f"unknown job kind {kind!r}; the kinds are {', '.join(sorted(LANES))}")
-        job = Job(f"{prefix}_{uuid.uuid4().hex[:16]}", kind, principals)
+        job = Job(f"{prefix}_{uuid.uuid4().hex[:16]}", kind, principals, units=units)
         with self._lock:
             if self._closed:
                 raise ApiError(503, "unavailable", "the server is shutting down: no new background jobs")
+            if coalesce:
+                waiting = self._waiting(kind, principals)
+                if waiting is not None:
+                    waiting.units += units
+                    return waiting
             lane = self._lane(LANES[kind])
             if lane.qsize() >= self._queue_size:
                 raise ApiError(503, "busy", f"{self._queue_size} background jobs are already waiting; try again later")
@@ -116,6 +138,13 @@ class Jobs:
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self._jobs.get(job_id)
+
+    def queued_units(self, kind: str, principals: tuple[str, ...]) -> int:
+        """The units of the unfinished (queued or running) jobs of a kind that these principals submitted."""
+        owner = frozenset(principals)
+        with self._lock:
+            mine = [j for j in self._jobs.values() if j.kind == kind and frozenset(j.principals) == owner]
+            return sum(j.units for j in mine if not j.finished)
 
     def recent(self, kind: str, n: int = 5) -> list[Job]:
         with self._lock:
@@ -163,9 +192,18 @@ class Jobs:
             if self._release is not None:
                 self._release()
 
+    def _waiting(self, kind: str, principals: tuple[str, ...]) -> Job | None:
+        """The queued (not yet running) job of a kind and principals, if any (lock held)."""
+        owner = frozenset(principals)
+        for j in reversed(self._jobs.values()):
+            if j.kind == kind and j.status == "queued" and frozenset(j.principals) == owner:
+                return j
+        return None
+
     def _run(self, job: Job, work: Work) -> None:
-        job.status = "running"
-        job.record("running")
+        with self._lock:  # from here on no submit joins it: its work may have read the index already
+            job.status = "running"
+            job.record("running")
         try:
             job.result = work(job)
             job.status = "done"

@@ -302,7 +302,7 @@ class SunlibTools:
         """Create a new note file and index it before returning (fails when the path is taken).
         Without an `acl:` in its frontmatter the note gets the vault's default ACL."""
         principals = self.principals(ctx)
-        with _tool_errors():
+        with _tool_errors(), notes.vectors_budget(self.state, principals):
             return self._written(self._saved(principals, self.state.library.notes.create(path, content, principals)))
 
     def update_note(
@@ -313,7 +313,7 @@ class SunlibTools:
     ) -> dict[str, Any]:
         """Replace a note's whole text; it keeps its id. Read it first with get_note."""
         principals = self.principals(ctx)
-        with _tool_errors():
+        with _tool_errors(), notes.vectors_budget(self.state, principals):
             note_id = self._read(note, principals)["note_id"]
             return self._written(self._saved(principals, self.state.library.notes.update(note_id, content, principals)))
 
@@ -326,7 +326,7 @@ class SunlibTools:
         """Move or rename a note (its metadata sidecar too); it keeps its id. Fails when the new
         path is taken."""
         principals = self.principals(ctx)
-        with _tool_errors():
+        with _tool_errors(), notes.vectors_budget(self.state, principals):
             note_id = self._read(note, principals)["note_id"]
             return self._written(self._saved(principals, self.state.library.notes.move(note_id, new_path, principals)))
 

@@ -8,7 +8,16 @@ Its errors map to statuses in ``server/errors.py``: 400 ``bad_path``, 404 ``not_
 ``conflict`` (a path is taken, also by a note the caller cannot see), 422 ``invalid_note``, 503
 ``indexer_busy`` / ``store_busy``, 507 ``store_full`` / ``vault_full``. After a write that needs
 vectors the route starts a background job (kind ``embed``, named by ``vectors_job``; null when
-nothing needs embedding or ``index.embed`` is off) on the worker service's index lane.
+nothing needs embedding or ``index.embed`` is off) on the worker service's index lane, or joins
+the caller's embed job that is still queued (one waits per caller; it embeds every pending chunk).
+
+A limit on the work one caller queues (``[server] max_queued_chunks``): the chunks a caller's writes
+gave its unfinished embed jobs are counted, and while they reach the limit its create, update
+and move answer 429 ``too_busy`` before anything is written (delete is never refused). The check,
+the write and the job's count happen under the library's write lock, so concurrent requests do not
+slip past it: a caller queues at most the limit plus one note's chunks. A chunk deleted or
+rewritten before its batch is never embedded (``embed_pending``), so a note created and deleted
+costs no embedding.
 
 ``content`` in responses is the file's text as chunk offsets count it (BOM dropped, CRLF and a lone
 CR as LF); chunk ``start``/``end`` are UTF-16 code units into it, lines 1-based and inclusive.
@@ -16,6 +25,8 @@ CR as LF); chunk ``start``/``end`` are UTF-16 code units into it, lines 1-based 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
@@ -25,7 +36,7 @@ from ..library.notes import MAX_NOTE_BYTES, NotePage, NoteView, NoteWrite
 from ..store import NoteRecord, NoteSummary
 from ..sync import notes_io
 from .auth import principals_for
-from .errors import ERROR_RESPONSES
+from .errors import ERROR_RESPONSES, ApiError
 from .jobs import Job
 from .schemas import NoteOut, NotesOut, NoteWrittenOut
 from .state import ServerState, server_state
@@ -116,6 +127,26 @@ def written_json(state: ServerState, principals: tuple[str, ...], write: NoteWri
     return {**view_json(write.note), "vectors_job": _start_vectors(state, principals, write)}
 
 
+@contextmanager
+def vectors_budget(state: ServerState, principals: tuple[str, ...]) -> Iterator[None]:
+    """A note write that may queue vectors work: refuses it (429 ``too_busy``) while the caller's
+    unfinished embed jobs hold ``[server] max_queued_chunks`` chunks, and holds the library's write
+    lock from that check through the write to ``written_json``'s job, so concurrent writes of one
+    caller cannot all pass the check before any of them counts."""
+    limit = state.settings.server.max_queued_chunks
+    with state.library.write_lock:
+        if limit and state.settings.index.embed:
+            queued = state.jobs.queued_units("embed", principals)
+            if queued >= limit:
+                raise ApiError(
+                    429,
+                    "too_busy",
+                    f"{queued} chunks of your earlier note writes are still waiting for their vectors (the limit"
+                    f" is {limit}, [server] max_queued_chunks); try again once your vectors job is done",
+                )
+        yield
+
+
 def _start_vectors(state: ServerState, principals: tuple[str, ...], write: NoteWrite) -> str | None:
     if not state.settings.index.embed or not write.needs_vectors:
         return None
@@ -128,7 +159,8 @@ def _start_vectors(state: ServerState, principals: tuple[str, ...], write: NoteW
 
         return state.library.embed(progress=progress).as_dict()
 
-    return state.jobs.submit("embed", principals, work, prefix="embed").job_id
+    units = write.report.chunks_written
+    return state.jobs.submit("embed", principals, work, prefix="embed", coalesce=True, units=units).job_id
 
 
 # -- routes ----------------------------------------------------------------------------------
@@ -152,7 +184,8 @@ def create_note(
     body: NoteCreate, principals: tuple[str, ...] = Depends(principals_for), state: ServerState = Depends(server_state)
 ) -> dict[str, Any]:
     """Write a new note file (409 when the path is taken) and index it before answering."""
-    return written_json(state, principals, state.library.notes.create(body.path, body.content, principals))
+    with vectors_budget(state, principals):
+        return written_json(state, principals, state.library.notes.create(body.path, body.content, principals))
 
 
 @router.get("/{note_id}", response_model=NoteOut)
@@ -171,7 +204,8 @@ def update_note(
     state: ServerState = Depends(server_state),
 ) -> dict[str, Any]:
     """Replace a note's text (atomically); the note keeps its id."""
-    return written_json(state, principals, state.library.notes.update(note_id, body.content, principals))
+    with vectors_budget(state, principals):
+        return written_json(state, principals, state.library.notes.update(note_id, body.content, principals))
 
 
 @router.delete("/{note_id}", status_code=204, response_class=Response, response_model=None)
@@ -191,4 +225,5 @@ def move_note(
     state: ServerState = Depends(server_state),
 ) -> dict[str, Any]:
     """Move (rename) a note and its sidecar; it keeps its note_id. 409 when the target is taken."""
-    return written_json(state, principals, state.library.notes.move(note_id, body.new_path, principals))
+    with vectors_budget(state, principals):
+        return written_json(state, principals, state.library.notes.move(note_id, body.new_path, principals))

@@ -30,7 +30,14 @@ from .errors import relative_paths
 from .jobs import Job
 
 INDEX_KINDS = ("rebuild", "embed")  # jobs over the whole index: their counts include hidden notes
-WITHHELD = ("vectors_embedded", "vectors_from_cache", "vectors_pending", "text_seconds", "embed_seconds")
+WITHHELD = (
+    "vectors_embedded",
+    "vectors_from_cache",
+    "vectors_skipped",
+    "vectors_pending",
+    "text_seconds",
+    "embed_seconds",
+)
 
 
 @dataclass(frozen=True)

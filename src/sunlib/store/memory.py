@@ -143,6 +143,9 @@ class Delegating:
     def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:
         return self.source.count_pending(space, visibility)
 
+    def still_pending(self, space: Space, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        return self.source.still_pending(space, chunks)
+
     def fully_embedded(self, space: Space) -> bool:
         return self.source.fully_embedded(space)
 

@@ -9,6 +9,7 @@ service beside SQLite's text, say):
   ``Visibility``.
 * ``VectorIndex``: one set of vectors per embedding ``Space``: ``upsert``, ``delete``,
   ``knn`` under a ``Visibility``, ``pending`` (chunks without a current vector),
+  ``still_pending`` (which of some listed pending chunks are still to embed),
   ``without_vectors`` (which of some chunks have none yet) and ``reconcile`` (drop vectors
   whose chunk is gone or has another stamp).
 
@@ -405,6 +406,13 @@ class VectorIndex(Protocol):
 
     def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:
         """(chunks without a vector, all chunks), among visible chunks when a visibility is given."""
+        ...
+
+    def still_pending(self, space: Space, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        """Those of ``chunks`` (as ``pending`` listed them) that still need embedding, in their order:
+        the chunk exists with the same stamp and has no current vector in the space. A chunk deleted
+        or rewritten since it was listed, or embedded meanwhile, is left out. A few lookups per
+        call, whatever the size of the index: what an embedding job asks before each batch."""
         ...
 
     def fully_embedded(self, space: Space) -> bool: ...

@@ -192,6 +192,26 @@ class SqliteVectors:
         total = int(row[0]) if row and row[0] else 0
         return (int(row[1] or 0) if row else 0), total
 
+    def still_pending(self, space: Space, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        """Those of ``chunks`` whose chunk still has the listed stamp and no vector in the space:
+        one indexed lookup per 500 chunks (by chunk id, then the rowid shadow table)."""
+        ids = list(dict.fromkeys(c.chunk_id for c in chunks))
+        if not ids:
+            return []
+        has_space = self.has_space(space)
+        current: dict[str, int] = {}
+        for batch in batches(ids):
+            marks = ",".join("?" * len(batch))
+            if has_space:
+                sql = (
+                    f"SELECT c.chunk_id, c.stamp FROM chunks c LEFT JOIN {_rowids(space)} v ON v.rowid = c.id"
+                    f" WHERE c.chunk_id IN ({marks}) AND v.rowid IS NULL"
+                )
+            else:
+                sql = f"SELECT chunk_id, stamp FROM chunks WHERE chunk_id IN ({marks})"
+            current.update((str(r[0]), int(r[1])) for r in self.db.conn.execute(sql, batch))
+        return [c for c in chunks if current.get(c.chunk_id) == c.stamp]
+
     def fully_embedded(self, space: Space) -> bool:
         """True when every chunk has a vector in the space: two b-tree counts, no scan of the
         visibility subquery (vectors are deleted with their chunks and reconciled against

@@ -46,6 +46,7 @@ class IndexReport:
     chunks_written: int = 0
     vectors_embedded: int = 0
     vectors_from_cache: int = 0
+    vectors_skipped: int = 0  # listed as pending, then deleted, rewritten or embedded elsewhere before their batch
     vectors_pending: int = 0
     text_seconds: float = 0.0
     embed_seconds: float = 0.0
@@ -232,6 +233,10 @@ def embed_pending(
     """Reconcile the space's vectors with the text, then embed every chunk without a vector
     (cache first), committing per batch. Each vector is written with the stamp of the chunk it
     was computed from, so a chunk another process rewrote meanwhile keeps no stale vector.
+    Before each batch goes to the embedder its chunks are looked up again (``still_pending``,
+    one lookup per batch): those deleted or rewritten since the pending list was read (a note
+    deleted or replaced while its vectors waited) are skipped, never embedded
+    (``vectors_skipped``); a rewritten chunk's new version is listed and embedded in its turn.
 
     ``active=False`` for a second space (vectors for rescoring): it does not become the index's space."""
     t0 = time.perf_counter()
@@ -265,12 +270,20 @@ def embed_pending(
             progress("vectors", done, total)
         misses = [p for p in page if p.embed_hash not in cached]
         for i in range(0, len(misses), batch_size):
-            batch = misses[i : i + batch_size]
-            embedded = embedder.embed([p.embed_text for p in batch])
-            items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, v) for p, v in zip(batch, embedded, strict=True)]
-            refused += len(items) - vectors.upsert(space, items)
-            report.vectors_embedded += len(batch)
-            done += len(batch)
+            listed_batch = misses[i : i + batch_size]
+            # Read again just before the work: a chunk deleted or rewritten since the page was read
+            # (its note deleted or replaced meanwhile), or embedded by another process, costs nothing.
+            batch = vectors.still_pending(space, listed_batch)
+            skipped = len(listed_batch) - len(batch)
+            report.vectors_skipped += skipped
+            refused += skipped  # in ``tried``: should one still be listed, the page makes room for it
+            done += skipped
+            if batch:
+                embedded = embedder.embed([p.embed_text for p in batch])
+                items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, v) for p, v in zip(batch, embedded, strict=True)]
+                refused += len(items) - vectors.upsert(space, items)
+                report.vectors_embedded += len(batch)
+                done += len(batch)
             progress("vectors", done, total)
     if isinstance(vectors, DerivedVectors):  # an engine with derived data (an HNSW graph) saves it now
         vectors.refresh(space)

@@ -197,6 +197,25 @@ class QdrantVectors:
         order = [(c, stamps[c]) for c in ids if c in stamps]
         return len(self._missing(space, order)), len(order)
 
+    def still_pending(self, space: Space, chunks: Sequence[PendingChunk]) -> list[PendingChunk]:
+        """Those of ``chunks`` whose chunk still has the listed stamp (one SQLite lookup by id) and no
+        point of that stamp (one retrieve by id): never a scroll of the collection."""
+        ids = list(dict.fromkeys(c.chunk_id for c in chunks))
+        current = {p.chunk_id: p.stamp for p in self.view.pending_chunks(ids)} if ids else {}
+        alive = [c for c in chunks if current.get(c.chunk_id) == c.stamp]
+        if not alive or not self.has_space(space):
+            return alive
+        held: dict[str, int] = {}
+        for batch in batches(list(dict.fromkeys(c.chunk_id for c in alive))):
+            with self.shared.call() as client:
+                records = client.retrieve(
+                    self.collection(space), [point_id(c) for c in batch], with_payload=["chunk_id", "stamp"]
+                )
+            for r in records:
+                payload: dict[str, Any] = r.payload or {}
+                held[str(payload.get("chunk_id"))] = int(payload.get("stamp", -1))
+        return [c for c in alive if held.get(c.chunk_id) != c.stamp]
+
     def fully_embedded(self, space: Space) -> bool:
         return self.has_space(space) and not self._missing(space, self.view.stamps().items())
 
