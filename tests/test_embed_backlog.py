@@ -35,7 +35,7 @@ class GatedEmbedder(HashEmbedder):
     """The hash embedder, recording the passages it embeds; with ``hold`` set it stops in its next
     passage batch (``reached``) until ``go`` is set."""
 
-    provider = "gated"
+    provider = "paused"
     seen: ClassVar[list[str]] = []
     hold: ClassVar[bool] = False
     reached: ClassVar[threading.Event] = threading.Event()
@@ -51,7 +51,7 @@ class GatedEmbedder(HashEmbedder):
         return super().embed_batch(texts, kind)
 
 
-@register_embedder("gated")
+@register_embedder("paused")
 def _gated(settings: EmbeddingSettings) -> GatedEmbedder:
     return GatedEmbedder(settings.dimensions or 64)
 
@@ -76,7 +76,7 @@ def embedded_with(word: str) -> list[str]:
 
 def open_library(vault: Path, **server: Any) -> Library:
     """The sample vault under the gated embedder, every chunk embedded already."""
-    lib = Library.open(vault, embedding={"provider": "gated", "batch_size": BATCH}, server=server)
+    lib = Library.open(vault, embedding={"provider": "paused", "batch_size": BATCH}, server=server)
     lib.index()
     GatedEmbedder.seen = []
     return lib
