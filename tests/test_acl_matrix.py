@@ -352,7 +352,8 @@ def test_library_surfaces_respect_acl(data: st.DataObject, specs: tuple[NoteSpec
 @given(data=st.data(), specs=vault_specs(), tokens=st.lists(token, min_size=1, max_size=2, unique=True))
 def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...], tokens: list[str]) -> None:
     """/api/search, /api/ask, /api/ask/stream, /api/notes(/id), /api/runs(/id), /api/conversations(/id)
-    per bearer token."""
+    per bearer token. A run or a conversation is its token's (its owner's): another token never
+    reads, lists or continues it, whatever principals it holds."""
     STATS["generated_cases"] += 1
     qs = data.draw(queries(specs), label="queries")
     with tempfile.TemporaryDirectory() as tmp:
@@ -362,10 +363,10 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
             vault = indexed(lib, specs)
             api = Api(create_app(lib))
             check_expected(api.get("/api/notes").status_code == 401, "no token must be refused")
-            runs: dict[str, frozenset[str]] = {}
-            conversations: dict[str, list[frozenset[str]]] = {}  # id -> who asked each turn
-            streamed: dict[str, list[frozenset[str]]] = {}  # one-turn conversations of the stream
-            chain: str | None = None  # one conversation continued by every caller who may read it
+            runs: dict[str, tuple[str, frozenset[str]]] = {}  # id -> (its token, who asked)
+            conversations: dict[str, tuple[str, list[frozenset[str]]]] = {}  # id -> (its token, who asked each turn)
+            streamed: dict[str, tuple[str, list[frozenset[str]]]] = {}  # one-turn conversations of the stream
+            chain: str | None = None  # one conversation, continued by its token only (others: a 404)
             said: list[str] = []  # the chain's questions: a follow-up is asked with them (readable by its caller)
             for tok in tokens:
                 who, client = http_principals(tok), api.bearer(tok)
@@ -374,7 +375,9 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                         r = client.post("/api/search", json={"query": q, "mode": m, "limit": 20})
                         assert r.status_code == 200, r.text
                         check_clean(vault, who, r.json(), f"POST /api/search[{m}]", q)
-                    if chain is not None and not all(readable(w, who) for w in conversations[chain]):
+                    if chain is not None and (
+                        conversations[chain][0] != tok or not all(readable(w, who) for w in conversations[chain][1])
+                    ):
                         refused_to_continue(client, vault, who, chain, q)
                         chain, said = None, []
                     r = client.post("/api/ask", json={"question": q, "conversation_id": chain})
@@ -383,17 +386,17 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                     said.append(q)
                     check_clean(vault, who, body, "POST /api/ask", " ".join(said))
                     count_expansion(body["trace"])
-                    runs[body["run_id"]] = who
+                    runs[body["run_id"]] = (tok, who)
                     chain = body["conversation_id"]
-                    conversations.setdefault(chain, []).append(who)
+                    conversations.setdefault(chain, (tok, []))[1].append(who)
                     r = client.post("/api/ask/stream", json={"question": q})
                     assert r.status_code == 200, r.text
                     events = sse(r.text)
                     check_expected(bool(events) and events[-1][0] == "finish", f"stream ended {events[-1:]}")
                     for event, payload in events:
                         check_clean(vault, who, payload, f"SSE {event}", q)
-                    runs[events[-1][1]["run_id"]] = who
-                    streamed[events[-1][1]["conversation_id"]] = [who]  # listed, not read one by one
+                    runs[events[-1][1]["run_id"]] = (tok, who)
+                    streamed[events[-1][1]["conversation_id"]] = (tok, [who])  # listed, not read one by one
                 # the notes listing is exactly the visible notes; reading an invisible one is a 404
                 r = client.get("/api/notes", params={"limit": 500})
                 assert r.status_code == 200, r.text
@@ -415,12 +418,12 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
                 r = client.get("/api/runs", params={"limit": 200})
                 assert r.status_code == 200, r.text
                 listed = {run["run_id"] for run in r.json()["runs"]}
-                expected = {rid for rid, who in runs.items() if readable(who, reader)}
+                expected = {rid for rid, (owner, who) in runs.items() if owner == tok and readable(who, reader)}
                 check_expected(listed == expected, f"/api/runs as {tok}: {listed} != {expected}")
-                for rid, who in runs.items():
+                for rid, (_, who) in runs.items():
                     r = client.get(f"/api/runs/{rid}")
                     check_expected(
-                        r.status_code == (200 if readable(who, reader) else 404),
+                        r.status_code == (200 if rid in expected else 404),
                         f"/api/runs/{{id}} asked as {sorted(who)} read as {tok}: {r.status_code}",
                     )
                     if r.status_code == 200:
@@ -431,8 +434,9 @@ def test_http_api_respects_acl(data: st.DataObject, specs: tuple[NoteSpec, ...],
 
 
 def refused_to_continue(client: Any, vault: Vault, who: frozenset[str], chain: str, q: str) -> None:
-    """A conversation one of whose runs the caller may not read cannot be continued: a 404 on
-    both ask routes (before any run), its body clean. The caller then starts a new one."""
+    """A conversation of another token, or one of whose runs the caller may not read, cannot be
+    continued: a 404 on both ask routes (before any run), its body clean. The caller then starts
+    a new one."""
     for route in ("/api/ask", "/api/ask/stream"):
         r = client.post(route, json={"question": q, "conversation_id": chain})
         check_expected(r.status_code == 404, f"{route} in a hidden conversation as {sorted(who)}: {r.status_code}")
@@ -444,15 +448,18 @@ def check_conversations(
     vault: Vault,
     reader: frozenset[str],
     tok: str,
-    conversations: dict[str, list[frozenset[str]]],
-    streamed: dict[str, list[frozenset[str]]],
+    conversations: dict[str, tuple[str, list[frozenset[str]]]],
+    streamed: dict[str, tuple[str, list[frozenset[str]]]],
 ) -> None:
-    """/api/conversations lists exactly those whose every run the reader may read; any other is a 404."""
+    """/api/conversations lists exactly the token's own whose every run the reader may read; any
+    other is a 404."""
     r = client.get("/api/conversations", params={"limit": 200})
     assert r.status_code == 200, r.text
     listed = {c["conversation_id"] for c in r.json()["conversations"]}
     everyone = {**conversations, **streamed}
-    expected = {cid for cid, asked in everyone.items() if all(readable(w, reader) for w in asked)}
+    expected = {
+        cid for cid, (owner, asked) in everyone.items() if owner == tok and all(readable(w, reader) for w in asked)
+    }
     check_expected(listed == expected, f"/api/conversations as {tok}: {listed} != {expected}")
     check_clean(
         vault,
@@ -461,7 +468,7 @@ def check_conversations(
         "GET /api/conversations",
         " ".join(c["last_question"] for c in r.json()["conversations"]),
     )
-    for cid, asked in conversations.items():
+    for cid, (_, asked) in conversations.items():
         r = client.get(f"/api/conversations/{cid}")
         check_expected(
             r.status_code == (200 if cid in expected else 404),

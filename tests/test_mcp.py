@@ -36,6 +36,7 @@ from sunlib.config import Settings
 from sunlib.errors import UserError
 from sunlib.library import DB_NAME
 from sunlib.server import create_app
+from sunlib.server.auth import token_owner
 from sunlib.server.mcp import MAX_CONTENT_CHARS, READ_TOOLS, WRITE_TOOLS
 
 TOKENS = {"tok-public": [], "tok-team": ["team"], "tok-ops": ["ops"]}
@@ -315,6 +316,22 @@ def test_http_ask_answers_with_citations_to_open(served: tuple[str, Library]) ->
     for c, text in zip(asked["citations"], texts, strict=True):
         assert c["path"] == RUNBOOK and c["quote"].split("\n")[0] in text
         assert text.count("\n") == c["end_line"] - c["start_line"]
+
+
+def test_http_ask_saves_the_run_as_the_tokens_own(served: tuple[str, Library]) -> None:
+    """The run an MCP ask saves is its token's (``auth.token_owner``): not the local owner's, nor
+    another token's with the same principals' (none here: the team token holds more)."""
+    url, lib = served
+
+    async def calls(client: Client) -> dict[str, Any]:
+        return payload(await client.call_tool("ask", {"question": OPS_QUESTION}))
+
+    run_id = over_http(url, "tok-ops", calls)["run_id"]
+    everyone = ("public", "team", "ops")
+    saved = lib.store.get_run(run_id, everyone, owner=token_owner("tok-ops"))
+    assert saved is not None and saved.question == OPS_QUESTION
+    assert lib.store.get_run(run_id, everyone) is None  # not the local owner's
+    assert lib.store.get_run(run_id, everyone, owner=token_owner("tok-team")) is None
 
 
 def test_http_writes_keep_the_api_rules(served: tuple[str, Library]) -> None:

@@ -45,6 +45,7 @@ CONTRACT_READS = (  # the contract's read tests, collected here against the repl
     contract.test_a_conversation_keeps_its_turns_in_order_with_their_runs,
     contract.test_a_run_is_read_back_whole_by_those_who_hold_its_principals,
     contract.test_a_smaller_k_or_limit_is_a_prefix_of_a_larger_one,
+    contract.test_runs_and_conversations_are_their_owners,
     contract.test_an_empty_acl_is_visible_to_nobody,
     contract.test_document_frequencies_count_visible_chunks_only,
     contract.test_every_filter_applies_before_ranking,

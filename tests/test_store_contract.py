@@ -28,8 +28,10 @@ import pytest
 
 from sunlib.config import load_settings
 from sunlib.contracts import SearchFilters
+from sunlib.errors import NotFound
 from sunlib.providers import create_embedder
 from sunlib.store import (
+    LOCAL_OWNER,
     DocumentStore,
     RunRecord,
     Space,
@@ -385,9 +387,9 @@ def test_note_listing_pages_by_path(store: Store) -> None:
 # -- runs --------------------------------------------------------------------------------------
 
 
-def _run(run_id: str, principals: tuple[str, ...], created_at: float) -> RunRecord:
+def _run(run_id: str, principals: tuple[str, ...], created_at: float, owner: str = LOCAL_OWNER) -> RunRecord:
     frame = {"question": f"q {run_id}", "answer": "a", "refused": False}
-    return RunRecord(run_id, "ask", created_at, principals, f"q {run_id}", False, 12.5, frame, {"steps": []})
+    return RunRecord(run_id, "ask", created_at, principals, f"q {run_id}", False, 12.5, frame, {"steps": []}, owner)
 
 
 def test_a_run_is_read_back_whole_by_those_who_hold_its_principals(store: Store) -> None:
@@ -443,6 +445,44 @@ def test_a_conversation_is_readable_only_by_those_who_may_read_every_run(make: C
     # a turn whose run is not in the index counts as unreadable
     store.add_turn("conv_public", "run_never_saved", "lost", None, 4.0)
     assert store.get_conversation("conv_public", ("ops", "public")) is None
+
+
+OWNER_A, OWNER_B = "token:aaaaaaaaaaaaaaaa", "token:bbbbbbbbbbbbbbbb"
+
+
+def test_runs_and_conversations_are_their_owners(make: Callable[[str], Store]) -> None:
+    """Two owners with the same principals: neither reads, lists or continues the other's; None
+    (an admin's read) reads every owner's under the principals rule; the local owner is one more."""
+    store = make("db")
+    public = ("public",)
+    store.save_run(_run("run_a", public, 1.0, OWNER_A))
+    store.save_run(_run("run_b", public, 2.0, OWNER_B))
+    store.save_run(_run("run_local", public, 3.0))
+    assert store.get_run("run_a", public, owner=OWNER_A) == _run("run_a", public, 1.0, OWNER_A)
+    assert store.get_run("run_a", public, owner=OWNER_B) is None
+    assert store.get_run("run_a", public) is None  # the default reader is the local owner
+    assert [r.run_id for r in store.list_runs(public, owner=OWNER_B)] == ["run_b"]
+    assert [r.run_id for r in store.list_runs(public)] == ["run_local"]
+    assert [r.run_id for r in store.list_runs(public, owner=None)] == ["run_local", "run_b", "run_a"]
+    assert store.get_run("run_a", ("team",), owner=None) is None  # every owner's, still by the principals rule
+
+    assert store.add_turn("conv_a", "run_a", "What is X?", None, 1.0, owner=OWNER_A) == 1
+    assert store.get_conversation("conv_a", public, owner=OWNER_B) is None
+    assert store.get_conversation("conv_a", public) is None
+    assert store.list_conversations(public, owner=OWNER_B) == []
+    with pytest.raises(NotFound):  # B's turn is refused before anything is written
+        store.add_turn("conv_a", "run_b", "hijack", None, 5.0, owner=OWNER_B)
+    with pytest.raises(NotFound):
+        store.add_turn("conv_a", "run_local", "hijack", None, 5.0)
+    conv = store.get_conversation("conv_a", public, owner=OWNER_A)
+    assert conv is not None and [t.run.run_id for t in conv.turns] == ["run_a"] and conv.updated_at == 1.0
+    assert store.get_conversation("conv_a", public, owner=None) == conv
+    assert [(c.conversation_id, c.turns) for c in store.list_conversations(public, owner=OWNER_A)] == [("conv_a", 1)]
+    assert [(c.conversation_id, c.turns) for c in store.list_conversations(public, owner=None)] == [("conv_a", 1)]
+    store.save_run(_run("run_a2", public, 4.0, OWNER_A))
+    assert store.add_turn("conv_a", "run_a2", "and its default?", None, 4.0, owner=OWNER_A) == 2
+    again = store.get_conversation("conv_a", public, owner=OWNER_A)
+    assert again is not None and [t.run.run_id for t in again.turns] == ["run_a", "run_a2"]
 
 
 # -- rebuild and crash -------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from ..providers import (
 )
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
-from ..store import RunRecord, Store, Visibility
+from ..store import LOCAL_OWNER, RunRecord, Store, Visibility
 from ..trace import Listener, Tracer
 from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
 from .citations import Verification, source_cards
@@ -145,11 +145,14 @@ class Asker:
         save: bool | None = None,
         history: Sequence[Turn] = (),
         agentic: bool | None = None,
+        *,
+        owner: str = LOCAL_OWNER,
     ) -> AskResult:
         """``history``: the conversation's earlier turns; an obvious follow-up is asked standalone
         (``answer.conversation``) and the Route step records it. No history, no change.
         ``agentic``: True runs the agentic loop, False the single shot, None what ``[answer] mode``
-        says (``auto``: the loop for comparisons and multi-part questions)."""
+        says (``auto``: the loop for comparisons and multi-part questions). ``owner``: whose saved
+        run it is (``RunRecord.owner``)."""
         question = question.strip()
         if not question:
             raise UserError("the question is empty")
@@ -165,7 +168,8 @@ class Asker:
         if mode != "single":
             analysis = analyze(q.text)
             if wants_loop(mode, analysis):
-                return self._ask_agentic(q, analysis, tracer, started, who, save, mode_reason(mode, analysis))
+                why = mode_reason(mode, analysis)
+                return self._ask_agentic(q, analysis, tracer, started, who, save, why, owner=owner)
             tracer.skipped(Step.AGENT, mode_reason(mode, analysis))  # auto: the trace says why not
         board: dict[str, Any] = {"question": q}
         run_stages(self.stages, board, tracer)
@@ -190,6 +194,7 @@ class Asker:
             save,
             retrieved=len(retrieved.hits) if retrieved is not None else 0,
             tokens=tokens,
+            owner=owner,
         )
         return AskResult(frame, trace, route, selection, verification)
 
@@ -202,6 +207,8 @@ class Asker:
         who: tuple[str, ...],
         save: bool | None,
         why: str = "",
+        *,
+        owner: str,
     ) -> AskResult:
         board: dict[str, Any] = {"question": q}
         run_stages((self.route_stage,), board, tracer)
@@ -215,7 +222,7 @@ class Asker:
         draft = outcome.written.draft if outcome is not None and outcome.written is not None else None
         tokens = (draft.tokens_in, draft.tokens_out) if draft is not None else (0, 0)
         hits = outcome.hits if outcome is not None else 0
-        trace = self._finish(tracer, frame, who, started, save, retrieved=hits, tokens=tokens)
+        trace = self._finish(tracer, frame, who, started, save, retrieved=hits, tokens=tokens, owner=owner)
         first = outcome.parts[0].selection if outcome is not None and outcome.parts else None
         return AskResult(frame, trace, route, first, outcome.verification if outcome is not None else None)
 
@@ -309,6 +316,7 @@ class Asker:
         save: bool | None,
         retrieved: int,
         tokens: tuple[int, int],
+        owner: str,
     ) -> RunTrace:
         keep = self.settings.answer.save_runs if save is None else save
         with tracer.step(Step.SUMMARY, f"route {frame.route}") as step:
@@ -340,6 +348,7 @@ class Asker:
                     trace.total_ms,
                     frame=to_jsonable(frame),
                     trace=to_jsonable(trace),
+                    owner=owner,
                 )
             )
         return trace

@@ -173,13 +173,15 @@ def runs_list(
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
 ) -> None:
-    """Runs you may read: those asked as principals you also hold."""
+    """Runs you may read: those asked as principals you also hold, by every owner (this machine's
+    own and each server token's: the vault's owner reads the index file anyway)."""
     if not (1 <= limit <= 10_000 and 0 <= offset <= 10_000_000):
         raise UserError("--limit must be 1..10000 and --offset 0..10000000")
     with open_library(vault, config) as lib:
         require_index(lib)
         principals = principals_of(as_) or lib.settings.search.principals
-        runs = lib.store.list_runs(principals, limit, offset, kind="ask")  # evaluations: `sunlib eval history`
+        # evaluations: `sunlib eval history`; owner None: every caller's, as a server's admin sees them
+        runs = lib.store.list_runs(principals, limit, offset, kind="ask", owner=None)
     if as_json:
         print_json([dataclasses.asdict(r) for r in runs])
         return
@@ -205,7 +207,7 @@ def runs_show(
     with open_library(vault, config) as lib:
         require_index(lib)
         principals = principals_of(as_) or lib.settings.search.principals
-        run = lib.store.get_run(run_id, principals)
+        run = lib.store.get_run(run_id, principals, owner=None)  # any owner's, as `sunlib runs list` lists
     if run is None:
         raise UserError(f"no run {run_id!r} that you may read")
     if run.kind == "eval":

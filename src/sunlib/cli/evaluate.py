@@ -355,13 +355,14 @@ def history(
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
 ) -> None:
-    """Saved evaluations you may read (those run as principals you also hold), newest first."""
+    """Saved evaluations you may read (those run as principals you also hold, by any owner), newest first."""
     if not 1 <= limit <= 10_000:
         raise UserError("--limit must be 1..10000")
     with open_library(vault, config) as lib:
         require_index(lib)
         principals = principals_of(as_) or lib.settings.search.principals
-        runs = [(r, load_eval(lib.store, r.run_id, principals)) for r in eval_history(lib.store, principals, limit)]
+        found = eval_history(lib.store, principals, limit, owner=None)  # every owner's, as `sunlib runs` lists
+        runs = [(r, load_eval(lib.store, r.run_id, principals, owner=None)) for r in found]
     rows = [
         {"eval_id": r.run_id, "created_at": r.created_at, "qa_set": r.question, **_brief(e)}
         for r, e in runs
@@ -405,7 +406,7 @@ def compare_cmd(
     with open_library(vault, config) as lib:
         require_index(lib)
         principals = principals_of(as_) or lib.settings.search.principals
-        a, b = (load_eval(lib.store, i, principals) for i in (then, now))
+        a, b = (load_eval(lib.store, i, principals, owner=None) for i in (then, now))
         link = f"http://{lib.settings.server.host}:{lib.settings.server.port}"
     for run_id, run in ((then, a), (now, b)):
         if run is None:

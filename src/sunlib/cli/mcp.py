@@ -9,6 +9,7 @@ import typer
 
 from ..config import Settings
 from ..errors import UserError
+from ..store import LOCAL_OWNER
 from .app import app
 from .common import VAULT_HELP, err, open_library, require_index
 
@@ -47,6 +48,7 @@ def mcp(
     """Serve the MCP tools (search, ask, notes) on stdin/stdout for an MCP client such as Claude Desktop."""
     import anyio
 
+    from ..server.auth import token_owner
     from ..server.jobs import Jobs
     from ..server.mcp import build_server
     from ..server.state import ServerState
@@ -59,7 +61,8 @@ def mcp(
     require_index(lib)
     state = ServerState(lib, lib.settings, Jobs(release=lib.release_thread))
     writable = not (lib.settings.mcp.read_only if read_only is None else read_only)
-    server = build_server(state, principals, read_only=not writable)
+    owner = token_owner(token) if token is not None else LOCAL_OWNER  # whose the runs it saves are
+    server = build_server(state, principals, read_only=not writable, owner=owner)
     state.jobs.start()
     try:
         anyio.run(server.run_stdio_async)

@@ -1,12 +1,13 @@
 """Eval history: a RAG evaluation kept in the index as a saved run of kind ``eval``.
 
-    save_eval(store, EvalRun, name, principals) -> run id
-    eval_history(store, principals, limit, offset) -> [RunSummary]
-    load_eval(store, run_id, principals) -> EvalRun | None
+    save_eval(store, EvalRun, name, principals, owner=) -> run id
+    eval_history(store, principals, limit, offset, owner=) -> [RunSummary]
+    load_eval(store, run_id, principals, owner=) -> EvalRun | None
     compare(then: EvalRun, now: EvalRun) -> Comparison
 
-An evaluation is stored in the runs table beside the ask runs, so it obeys the same ACL
-rule: it is readable only by principals that hold every principal it was asked as. Those
+An evaluation is stored in the runs table beside the ask runs, so it obeys the same rules: it
+is its owner's (who ran it: ``owner``, None to read every owner's as an admin does), and
+readable only by principals that hold every principal it was asked as. Those
 are the principals every question of the evaluation was asked as, so whoever reads the
 evaluation could have read every note its answers touched. The record's ``frame`` holds the
 evaluation (metrics, slices, settings, per-question records: ``EvalRun.to_json``), its
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..library import Library
-from ..store.protocols import DocumentStore, RunRecord, RunSummary
+from ..store.protocols import LOCAL_OWNER, DocumentStore, RunRecord, RunSummary
 from .grading import AnswerGrader
 from .qa import run_info, slice_metrics, summarize
 from .report import EvalRun, changes
@@ -31,23 +32,35 @@ from .report import EvalRun, changes
 KIND = "eval"
 
 
-def save_eval(store: DocumentStore, run: EvalRun, name: str, principals: Sequence[str]) -> str:
-    """Keep ``run`` in the index; returns its id (``eval-`` and 12 hex digits)."""
+def save_eval(
+    store: DocumentStore, run: EvalRun, name: str, principals: Sequence[str], *, owner: str = LOCAL_OWNER
+) -> str:
+    """Keep ``run`` in the index as ``owner``'s; returns its id (``eval-`` and 12 hex digits)."""
     run_id = f"eval-{uuid.uuid4().hex[:12]}"
     total = sum(float(c.get("latency_ms") or 0.0) for c in run.cases)
-    record = RunRecord(run_id, KIND, time.time(), tuple(principals), name, False, round(total, 1), run.to_json(), {})
+    created = time.time()
+    record = RunRecord(run_id, KIND, created, tuple(principals), name, False, round(total, 1), run.to_json(), {}, owner)
     store.save_run(record)
     return run_id
 
 
-def eval_history(store: DocumentStore, principals: Sequence[str], limit: int = 20, offset: int = 0) -> list[RunSummary]:
-    """The evaluations the principals may read, newest first."""
-    return store.list_runs(principals, limit, offset, kind=KIND)
+def eval_history(
+    store: DocumentStore,
+    principals: Sequence[str],
+    limit: int = 20,
+    offset: int = 0,
+    *,
+    owner: str | None = LOCAL_OWNER,
+) -> list[RunSummary]:
+    """The evaluations of ``owner`` the principals may read, newest first."""
+    return store.list_runs(principals, limit, offset, kind=KIND, owner=owner)
 
 
-def load_eval(store: DocumentStore, run_id: str, principals: Sequence[str]) -> EvalRun | None:
-    """One saved evaluation, or None when there is none by that id that the principals may read."""
-    record = store.get_run(run_id, principals)
+def load_eval(
+    store: DocumentStore, run_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER
+) -> EvalRun | None:
+    """One saved evaluation, or None when there is none by that id of ``owner`` that the principals may read."""
+    record = store.get_run(run_id, principals, owner=owner)
     if record is None or record.kind != KIND:
         return None
     return EvalRun.from_json(record.frame)
@@ -59,10 +72,12 @@ def keep_benchmark(
     principals: Sequence[str],
     name: str,
     grader: AnswerGrader | None = None,
+    *,
+    owner: str = LOCAL_OWNER,
 ) -> str:
-    """Save the questions a benchmark job ran (``run_case`` records) as one evaluation; returns its id."""
+    """Save the questions a benchmark job ran (``run_case`` records) as one evaluation of ``owner``; returns its id."""
     run = EvalRun(summarize(rows), slice_metrics(rows), run_info(lib, rows, grader), list(rows))
-    return save_eval(lib.store, run, name, principals)
+    return save_eval(lib.store, run, name, principals, owner=owner)
 
 
 def compare(then: EvalRun, now: EvalRun) -> Comparison:

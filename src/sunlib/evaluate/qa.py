@@ -49,7 +49,7 @@ from ..contracts import RunTrace, Turn
 from ..errors import DatasetError
 from ..library import Library
 from ..steps import Step
-from ..store import ChunkRow
+from ..store import LOCAL_OWNER, ChunkRow
 from .grading import AnswerGrader, GradeInput, grade_summary
 from .metrics import percentile
 from .multidoc import QAPart, evidence_ids, parse_groups, parse_parts, part_figures, rounds_of
@@ -225,12 +225,20 @@ def run_case(
     save: bool = False,
     agentic: bool | None = None,
     history: Sequence[Turn] = (),
+    owner: str = LOCAL_OWNER,
 ) -> dict[str, Any]:
     """Ask one question and record what the metrics need (and, with a grader, its judged scores).
-    ``agentic``: the mode to ask in (None: ``[answer] mode``); ``history``: the turns before it."""
+    ``agentic``: the mode to ask in (None: ``[answer] mode``); ``history``: the turns before it;
+    ``owner``: whose saved run it is."""
     t0 = time.perf_counter()
     result = lib.ask(
-        case.question, principals=principals, save=save, history=history, agentic=agentic, start_conversation=False
+        case.question,
+        principals=principals,
+        save=save,
+        history=history,
+        agentic=agentic,
+        start_conversation=False,
+        owner=owner,
     )
     latency = (time.perf_counter() - t0) * 1000.0
     frame = result.frame

@@ -39,7 +39,7 @@ from ..providers import (
 from ..providers.chat import ChatModel
 from ..providers.registry import chat_model_names, create_chat_model
 from ..retrieve import SearchEngine, SearchRequest
-from ..store import ConversationRecord, DerivedLexical, Reconciled, Space, Store
+from ..store import LOCAL_OWNER, ConversationRecord, DerivedLexical, Reconciled, Space, Store
 from ..store.lock import IndexerLock, OnWait, indexer_lock
 from ..sync.freshness import Freshness, FreshRead, fresh_read
 from ..sync.indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
@@ -342,39 +342,47 @@ class Library:
         agentic: bool | None = None,
         conversation_id: str | None = None,
         start_conversation: bool = True,
+        owner: str = LOCAL_OWNER,
     ) -> AskResult:
         """A cited answer or a refusal with its reason; the run is saved in the index. ``history``:
         the conversation's earlier turns (an obvious follow-up is asked standalone). ``agentic``:
         True/False forces the agentic loop or the single shot; None follows ``[answer] mode``.
 
-        ``conversation_id``: a saved conversation whose turns are the history; ``NotFound`` when it
-        does not exist or the principals may not read it. A saved run becomes the conversation's
-        next turn (a new conversation when none was given) and ``result.conversation_id`` names
-        it. Nothing is stored, and ``conversation_id`` is None, when the run is not saved
-        (``save=False``, ``[answer] save_runs = false``) or when the caller keeps the conversation
-        itself (``history`` given, or ``start_conversation=False``: /v1 and the MCP tools)."""
+        ``owner``: who asks (``"local"``, this process, unless a server names its caller): the
+        saved run and a new conversation are the owner's, and only the owner continues them.
+        ``conversation_id``: a saved conversation of ``owner`` whose turns are the history;
+        ``NotFound`` when it does not exist, is another owner's (an admin's too) or the principals
+        may not read it, and then nothing is asked or written. A saved run becomes the
+        conversation's next turn (a new conversation when none was given) and
+        ``result.conversation_id`` names it. Nothing is stored, and ``conversation_id`` is None,
+        when the run is not saved (``save=False``, ``[answer] save_runs = false``) or when the
+        caller keeps the conversation itself (``history`` given, or ``start_conversation=False``:
+        /v1 and the MCP tools)."""
         from ..answer.conversation import history_of, new_conversation_id
 
         who = tuple(principals if principals is not None else self.settings.search.principals)
         if conversation_id is not None:
             if history:
                 raise UserError("give the earlier turns as history or as a conversation_id, not both")
-            history = history_of(self.conversation(conversation_id, who))
-        result = self.asker.ask(question, filters, who, listener, on_token, save, history, agentic)
+            history = history_of(self.conversation(conversation_id, who, owner=owner))
+        result = self.asker.ask(question, filters, who, listener, on_token, save, history, agentic, owner=owner)
         keep = self.settings.answer.save_runs if save is None else save
         if not keep or (conversation_id is None and (history or not start_conversation)):
             return result
         said = question.strip()
         standalone = result.frame.question if result.frame.question != said else None
         cid = conversation_id or new_conversation_id()
-        self.store.add_turn(cid, result.run_id, said, standalone, time.time())
+        self.store.add_turn(cid, result.run_id, said, standalone, time.time(), owner=owner)  # NotFound: not owner's
         return dataclasses.replace(result, conversation_id=cid)
 
-    def conversation(self, conversation_id: str, principals: Sequence[str] | None = None) -> ConversationRecord:
-        """A saved conversation with its turns in order. ``NotFound`` when it does not exist or
-        one of its runs is not readable by the principals (the two look the same)."""
+    def conversation(
+        self, conversation_id: str, principals: Sequence[str] | None = None, *, owner: str | None = LOCAL_OWNER
+    ) -> ConversationRecord:
+        """A saved conversation of ``owner`` (None: of any owner, an admin's read) with its turns in
+        order. ``NotFound`` when it does not exist, is another owner's or one of its runs is not
+        readable by the principals (they all look the same)."""
         who = tuple(principals if principals is not None else self.settings.search.principals)
-        found = self.store.get_conversation(conversation_id, who)
+        found = self.store.get_conversation(conversation_id, who, owner=owner)
         if found is None:
             raise NotFound(f"no conversation {conversation_id!r} that you may read")
         return found

@@ -3,12 +3,13 @@
 Built on the official ``mcp`` SDK (``MCPServer``). One server object serves either transport:
 
 - **stdio** (``sunlib mcp``): the server acts as the principals it was started with (``--as``,
-  ``--token`` or ``[mcp] principals``);
+  ``--token`` or ``[mcp] principals``), and its saved runs are the local owner's (``--token``'s
+  owner with ``--token``);
 - **streamable HTTP** at ``/mcp`` of ``sunlib serve`` (``server/mcp_http.py``): every request passes
   ``principals_for`` first, the same check as ``/api`` (bearer token -> principals; loopback
   only without tokens; the Host and cross-site checks), and the tools read the principals
-  from that request. The transport is stateless: no MCP session carries an identity from
-  one request to the next.
+  and the owner (``auth.owner_for``) from that request. The transport is stateless: no MCP
+  session carries an identity from one request to the next.
 
 Every tool goes through the calls the HTTP routes use (``Library.search``, ``Library.ask``,
 and the notes service, ``Library.notes``, for the notes), so the ACL, path confinement, atomic
@@ -41,11 +42,12 @@ from ..contracts import Citation, to_jsonable
 from ..errors import NotFound, SunlibError
 from ..library.notes import NoteWrite
 from ..retrieve.engine import MAX_QUERY_CHARS
+from ..store import LOCAL_OWNER
 from ..version import __version__
 from . import routes_notes as notes
 from .errors import ApiError
 from .schemas import Filters
-from .state import PRINCIPALS_KEY, ServerState
+from .state import OWNER_KEY, PRINCIPALS_KEY, ServerState
 
 READ_TOOLS = ("search", "ask", "get_note", "multi_get", "list_notes", "status")
 WRITE_TOOLS = ("create_note", "update_note", "move_note")
@@ -110,10 +112,13 @@ def _lines(text: str, start: int | None, end: int | None) -> tuple[str, int, int
 
 class SunlibTools:
     """The tools and the note resource over one server state. ``fixed`` is the stdio
-    identity; over HTTP the request's own principals (``PRINCIPALS_KEY``) are used."""
+    identity (and ``owner`` its owner); over HTTP the request's own principals and owner
+    (``PRINCIPALS_KEY``, ``OWNER_KEY``) are used."""
 
-    def __init__(self, state: ServerState, fixed: tuple[str, ...] | None, read_only: bool) -> None:
-        self.state, self.fixed, self.read_only = state, fixed, read_only
+    def __init__(
+        self, state: ServerState, fixed: tuple[str, ...] | None, read_only: bool, owner: str = LOCAL_OWNER
+    ) -> None:
+        self.state, self.fixed, self.read_only, self.fixed_owner = state, fixed, read_only, owner
 
     def principals(self, ctx: Context) -> tuple[str, ...]:
         request = ctx.request_context.request
@@ -123,6 +128,13 @@ class SunlibTools:
         if self.fixed is not None and request is None:
             return self.fixed
         raise ToolError("forbidden: no principals for this request")
+
+    def owner(self, ctx: Context) -> str:
+        """Whose the runs this call saves are (read after ``principals``, which checks the caller)."""
+        scope = getattr(ctx.request_context.request, "scope", None)
+        if isinstance(scope, dict) and OWNER_KEY in scope:
+            return str(scope[OWNER_KEY])
+        return self.fixed_owner
 
     def _note_id(self, ref: str) -> str:
         """The note_id a reference names (an id, else a vault path); visibility is checked on read."""
@@ -189,11 +201,15 @@ class SunlibTools:
         claim carries a marker [ref:CHUNK_ID] matching the chunk_id of a citation (path, heading,
         lines, quote, URI). When the notes do not support an answer, `refused` is true and `refusal` gives the
         reason code and the sentence to show the user: report it instead of answering yourself."""
-        principals = self.principals(ctx)
+        principals, owner = self.principals(ctx), self.owner(ctx)
         with _tool_errors(), self.state.asks.track():
             result = self.state.library.ask(
-                question, filters=(filters or Filters()).contract(), principals=principals, start_conversation=False
-            )  # one question a tool call: the run is saved, in no conversation
+                question,
+                filters=(filters or Filters()).contract(),
+                principals=principals,
+                start_conversation=False,
+                owner=owner,
+            )  # one question a tool call: the run is saved as the caller's, in no conversation
         frame = result.frame
         refusal = None
         if frame.refused:
@@ -361,10 +377,12 @@ class SunlibTools:
             raise ResourceError(str(exc)) from None
 
 
-def build_server(state: ServerState, principals: tuple[str, ...] | None, read_only: bool) -> MCPServer:
-    """The MCP server over ``state``: the stdio identity ``principals`` (None over HTTP, where each
-    request brings its own), and no write tools when ``read_only``."""
-    tools = SunlibTools(state, principals, read_only)
+def build_server(
+    state: ServerState, principals: tuple[str, ...] | None, read_only: bool, owner: str = LOCAL_OWNER
+) -> MCPServer:
+    """The MCP server over ``state``: the stdio identity ``principals`` and its ``owner`` (None and
+    unused over HTTP, where each request brings its own), and no write tools when ``read_only``."""
+    tools = SunlibTools(state, principals, read_only, owner)
     server: MCPServer = MCPServer("sunlib", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     for name in READ_TOOLS:
         server.add_tool(getattr(tools, name), name=name, annotations=READ, structured_output=True)

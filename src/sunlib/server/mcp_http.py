@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from .auth import principals_for
+from .auth import identify
 from .errors import ApiError, body
-from .state import PRINCIPALS_KEY, ServerState
+from .state import OWNER_KEY, PRINCIPALS_KEY, ServerState
 
 
 class McpEndpoint:
@@ -51,13 +51,14 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            principals = principals_for(Request(scope, receive))
+            caller = identify(Request(scope, receive))
             if self.manager is None:
                 raise ApiError(503, "unavailable", "the MCP endpoint runs only while the server runs (its lifespan)")
         except ApiError as exc:
             await JSONResponse(body(exc.error, exc.message), status_code=exc.status)(scope, receive, send)
             return
-        await self.manager.handle_request({**scope, PRINCIPALS_KEY: principals}, receive, send)
+        identity = {PRINCIPALS_KEY: caller.principals, OWNER_KEY: caller.owner}
+        await self.manager.handle_request({**scope, **identity}, receive, send)
 
 
 def mount(app: FastAPI, state: ServerState) -> None:

@@ -1,9 +1,10 @@
-"""/api/conversations: saved conversations, under the runs rule.
+"""/api/conversations: saved conversations, their owner's, under the runs rule.
 
-A conversation is readable only by principals that could read every one of its runs; for
-anyone else it does not exist (404, never a 403, and it is left out of the list, so no count
-gives it away). A conversation is continued with ``conversation_id`` on ``POST /api/ask`` and
-``/api/ask/stream``.
+A conversation is readable only by its owner (the caller that began it: ``auth.owner_for``; an
+admin reads every owner's) holding principals that could read every one of its runs; for anyone
+else it does not exist (404, never a 403, and it is left out of the list, so no count gives it
+away). A conversation is continued with ``conversation_id`` on ``POST /api/ask`` and
+``/api/ask/stream``, by its owner only (an admin included: anyone else gets the 404).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from ..store import ConversationTurn
-from .auth import principals_for
+from .auth import principals_for, readable_owner
 from .errors import ERROR_RESPONSES
 from .schemas import ConversationOut, ConversationsOut
 
@@ -27,19 +28,24 @@ def list_conversations(
     limit: int = Query(20, ge=1, le=200),
     offset: int = Query(0, ge=0, le=10_000_000),
     principals: tuple[str, ...] = Depends(principals_for),
+    owner: str | None = Depends(readable_owner),
 ) -> dict[str, Any]:
-    """The conversations you may read, the most recently continued first."""
+    """Your conversations that you may read, the most recently continued first."""
     state = request.app.state.sunlib
-    found = state.library.store.list_conversations(principals, limit, offset)
+    found = state.library.store.list_conversations(principals, limit, offset, owner=owner)
     return {"conversations": [dataclasses.asdict(c) for c in found], "limit": limit, "offset": offset}
 
 
 @router.get("/{conversation_id}", response_model=ConversationOut)
 def get_conversation(
-    conversation_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+    conversation_id: str,
+    request: Request,
+    principals: tuple[str, ...] = Depends(principals_for),
+    owner: str | None = Depends(readable_owner),
 ) -> dict[str, Any]:
-    """A conversation's turns in order; 404 when it does not exist or one of its runs is not yours to read."""
-    conv = request.app.state.sunlib.library.conversation(conversation_id, principals)  # NotFound: 404
+    """A conversation's turns in order; 404 when it does not exist, is not yours or one of its runs
+    is not yours to read."""
+    conv = request.app.state.sunlib.library.conversation(conversation_id, principals, owner=owner)  # NotFound: 404
     return {
         "conversation_id": conv.conversation_id,
         "created_at": conv.created_at,

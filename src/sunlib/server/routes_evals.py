@@ -22,7 +22,7 @@ from pydantic import Field
 
 from ..evaluate.history import compare, eval_history, load_eval
 from ..evaluate.report import EvalRun, rag_report_html
-from .auth import is_admin, principals_for
+from .auth import is_admin, principals_for, readable_owner
 from .errors import ERROR_RESPONSES, ApiError
 from .routes_index import BUNDLED_QA
 from .schemas import Out
@@ -84,8 +84,8 @@ def qa_sets(request: Request, principals: tuple[str, ...] = Depends(principals_f
     return {"qa_sets": [*BUNDLED_QA, *vault]}
 
 
-def _load(request: Request, eval_id: str, principals: tuple[str, ...]) -> EvalRun:
-    run = load_eval(request.app.state.sunlib.library.store, eval_id, principals)
+def _load(request: Request, eval_id: str, principals: tuple[str, ...], owner: str | None) -> EvalRun:
+    run = load_eval(request.app.state.sunlib.library.store, eval_id, principals, owner=owner)
     if run is None:  # missing and not yours look the same
         raise ApiError(404, "not_found", f"no evaluation {eval_id!r}")
     return run
@@ -96,11 +96,12 @@ def list_evals(
     request: Request,
     limit: int = Query(20, ge=1, le=200),
     principals: tuple[str, ...] = Depends(principals_for),
+    owner: str | None = Depends(readable_owner),
 ) -> dict[str, Any]:
     store = request.app.state.sunlib.library.store
     evals = []
-    for summary in eval_history(store, principals, limit):
-        run = load_eval(store, summary.run_id, principals)
+    for summary in eval_history(store, principals, limit, owner=owner):
+        run = load_eval(store, summary.run_id, principals, owner=owner)
         if run is None:
             continue
         evals.append(
@@ -117,8 +118,13 @@ def list_evals(
 
 
 @router.get("/{eval_id}", response_model=EvalOut)
-def get_eval(eval_id: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
-    run = _load(request, eval_id, principals)
+def get_eval(
+    eval_id: str,
+    request: Request,
+    principals: tuple[str, ...] = Depends(principals_for),
+    owner: str | None = Depends(readable_owner),
+) -> dict[str, Any]:
+    run = _load(request, eval_id, principals, owner)
     data = run.to_json()
     return {"eval_id": eval_id, "metrics": dict(run.metrics), **{k: data[k] for k in ("by_slice", "info", "cases")}}
 
@@ -134,18 +140,23 @@ def eval_report(
     request: Request,
     baseline: str | None = Query(None, max_length=64, description="an earlier evaluation to compare with"),
     principals: tuple[str, ...] = Depends(principals_for),
+    owner: str | None = Depends(readable_owner),
 ) -> HTMLResponse:
-    run = _load(request, eval_id, principals)
-    then = _load(request, baseline, principals) if baseline else None
+    run = _load(request, eval_id, principals, owner)
+    then = _load(request, baseline, principals, owner) if baseline else None
     title = f"sunlib evaluation {eval_id}" + (f" against {baseline}" if baseline else "")
     return HTMLResponse(rag_report_html(run, then, "", title))
 
 
 @router.get("/{eval_id}/compare/{other}", response_model=CompareOut)
 def compare_evals(
-    eval_id: str, other: str, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+    eval_id: str,
+    other: str,
+    request: Request,
+    principals: tuple[str, ...] = Depends(principals_for),
+    owner: str | None = Depends(readable_owner),
 ) -> dict[str, Any]:
     """``eval_id`` is the earlier run, ``other`` the later one."""
-    diff = compare(_load(request, eval_id, principals), _load(request, other, principals))
+    diff = compare(_load(request, eval_id, principals, owner), _load(request, other, principals, owner))
     deltas = {k: {"then": t, "now": n, "delta": d} for k, (t, n, d) in diff.deltas.items()}
     return {"then": eval_id, "now": other, "deltas": deltas, "better": list(diff.better), "worse": list(diff.worse)}

@@ -17,7 +17,7 @@ from ..evaluate.grading import create_grader
 from ..evaluate.history import keep_benchmark
 from ..evaluate.qa import load_qa, run_case, summarize
 from ..library import Library
-from .auth import is_admin, principals_for
+from .auth import is_admin, owner_for, principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, ApiError
 from .jobs import Job
 from .schemas import (
@@ -101,7 +101,10 @@ def _qa_path(name: str, vault: Path, admin: bool) -> tuple[Path, str]:
 
 @router.post("/benchmarks/rag/runs", status_code=202, response_model=RagRunStartedOut)
 def start_rag_run(
-    body: RagRunBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+    body: RagRunBody,
+    request: Request,
+    principals: tuple[str, ...] = Depends(principals_for),
+    owner: str = Depends(owner_for),
 ) -> JSONResponse:
     """Queue `eval rag` on a QA set; progress streams from .../events; the report has every case
     and total_cases / successful_cases / failed_cases / failure_rate."""
@@ -115,11 +118,12 @@ def start_rag_run(
         rows, failed = [], []
         for i, case in enumerate(cases, 1):
             try:  # each question's run is saved: the report links to its run chain
-                rows.append(run_case(lib, case, principals, grader, save=True))
+                rows.append(run_case(lib, case, principals, grader, save=True, owner=owner))
             except Exception as exc:  # one bad case does not end the run
                 failed.append({"id": case.id, "error": scrub(f"{type(exc).__name__}: {exc}", lib)})
             state.jobs.progress(job, "questions", i, len(cases))
-        eval_id = keep_benchmark(lib, rows, principals, body.qa_set, grader) if rows else None  # `sunlib eval history`
+        # `sunlib eval history`; the evaluation and its questions' runs are the caller's
+        eval_id = keep_benchmark(lib, rows, principals, body.qa_set, grader, owner=owner) if rows else None
         return {
             "eval_id": eval_id,
             "total_cases": len(cases),

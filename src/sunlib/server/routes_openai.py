@@ -42,7 +42,7 @@ from ..steps import Step
 from ..text.refs import REF
 from ..text.tokens import estimate_tokens
 from ..trace import Listener
-from .auth import principals_for
+from .auth import owner_for, principals_for
 from .errors import ApiError, log, status_of
 from .openai_schemas import (
     ChatCompletion,
@@ -241,7 +241,10 @@ def get_model(model: str, request: Request, principals: tuple[str, ...] = Depend
     responses={200: {"content": {"text/event-stream": {}}, "description": "with stream: chat.completion.chunk events"}},
 )
 async def chat_completions(
-    body: ChatCompletionBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+    body: ChatCompletionBody,
+    request: Request,
+    principals: tuple[str, ...] = Depends(principals_for),
+    owner: str = Depends(owner_for),
 ) -> Any:
     """The last user message answered from the notes (a chat.completion), or with ``stream``
     chat.completion.chunk events ending with ``data: [DONE]``."""
@@ -257,7 +260,8 @@ async def chat_completions(
             on_token=on_token,
             history=history,
             start_conversation=False,
-        )  # the client keeps the conversation: none is stored
+            owner=owner,
+        )  # the client keeps the conversation: none is stored (the run is, as the caller's)
 
     if not body.stream:
         result = await _in_thread(state, run)

@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -18,7 +19,7 @@ from ..contracts import StepTrace, to_jsonable
 from ..errors import SunlibError
 from ..steps import Step, describe
 from ..trace import Listener
-from .auth import is_admin, principals_for
+from .auth import is_admin, owner_for, principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
 from .schemas import AskBody, AskOut, SearchBody, SearchOut, StepsOut
 from .views import step_view, trace_view
@@ -51,9 +52,14 @@ def frame_json(result: AskResult) -> dict[str, Any]:
 
 
 @router.post("/ask", response_model=AskOut)
-def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)) -> dict[str, Any]:
+def ask(
+    req: AskBody,
+    request: Request,
+    principals: tuple[str, ...] = Depends(principals_for),
+    owner: str = Depends(owner_for),
+) -> dict[str, Any]:
     """The AnswerFrame (cited answer or refusal with its reason), its run_id, its conversation_id
-    (send it with a follow-up) and the run chain."""
+    (send it with a follow-up: yours only) and the run chain."""
     state = request.app.state.sunlib
     with state.asks.track():
         result = state.library.ask(
@@ -62,6 +68,7 @@ def ask(req: AskBody, request: Request, principals: tuple[str, ...] = Depends(pr
             principals=principals,
             agentic=req.agentic,
             conversation_id=req.conversation_id,
+            owner=owner,
         )
     trace = trace_view(result.trace, is_admin(request, principals))
     return {**frame_json(result), "conversation_id": result.conversation_id, "trace": trace}
@@ -178,7 +185,10 @@ def api_events(kind: str, data: Any, admin: bool) -> list[tuple[str, Any]]:
 
 @router.post("/ask/stream", response_class=EventSourceResponse, responses=SSE_RESPONSE)
 async def ask_stream(
-    req: AskBody, request: Request, principals: tuple[str, ...] = Depends(principals_for)
+    req: AskBody,
+    request: Request,
+    principals: tuple[str, ...] = Depends(principals_for),
+    owner: str = Depends(owner_for),
 ) -> EventSourceResponse:
     """Server-sent events, in order: ``step`` per pipeline step as it completes (with its span_id,
     parent_id and iteration), ``context_built`` after the context, ``token`` deltas while the writer
@@ -187,7 +197,7 @@ async def ask_stream(
     stream starts. A client that disconnects stops the run."""
     state = request.app.state.sunlib
     if req.conversation_id is not None:  # NotFound: a 404 answer, not an event in a 200 stream
-        await run_in_threadpool(state.library.conversation, req.conversation_id, principals)
+        await run_in_threadpool(partial(state.library.conversation, owner=owner), req.conversation_id, principals)
 
     def run(listener: Listener, on_token: Callable[[str], None]) -> AskResult:
         return state.library.ask(
@@ -198,6 +208,7 @@ async def ask_stream(
             on_token=on_token,
             agentic=req.agentic,
             conversation_id=req.conversation_id,
+            owner=owner,
         )
 
     admin = is_admin(request, principals)

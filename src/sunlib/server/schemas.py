@@ -296,6 +296,7 @@ class RunsOut(Out):
 class RunOut(RunSummaryOut):
     frame: dict[str, Any] = Field(description="the AnswerFrame as it was saved")
     trace: dict[str, Any] = Field(description="the run chain as it was saved")
+    owner: str = Field(description='who saved it: "local", or "token:" and 16 hex digits of the token\'s sha256')
 
 
 class ProgressOut(Out):

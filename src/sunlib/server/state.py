@@ -19,6 +19,7 @@ from ..sync.filestatus import FileBoard
 from .jobs import Jobs
 
 PRINCIPALS_KEY = "sunlib.principals"  # the principals of an /mcp request, in its ASGI scope, for the tools
+OWNER_KEY = "sunlib.owner"  # ...and its owner (auth.Caller.owner): whose the runs it saves are
 
 
 class InFlight:

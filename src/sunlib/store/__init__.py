@@ -6,6 +6,7 @@ from .connection import connect, versions
 from .memory import MatrixCache, NumpyVectors
 from .postings import DerivedLexical, PostingsLexical, PostingsState
 from .protocols import (
+    LOCAL_OWNER,
     ChunkRow,
     ConversationRecord,
     ConversationSummary,
@@ -36,6 +37,7 @@ from .vectors import SqliteVectors
 __all__ = [
     "DENSE_ENGINES",
     "LEXICAL_ENGINES",
+    "LOCAL_OWNER",
     "AnnState",
     "ChunkRow",
     "ConversationRecord",

@@ -14,6 +14,7 @@ from ..ingest.ids import sha256_hex
 from .db import Db, batches, visible_sql
 from .errors import at_boundary
 from .protocols import (
+    LOCAL_OWNER,
     ChunkRow,
     Counts,
     NoteFile,
@@ -35,6 +36,8 @@ RUN_COLUMNS = "run_id, kind, created_at, principals, question, refused, total_ms
 RUN_READABLE = (
     "NOT EXISTS (SELECT 1 FROM json_each(r.principals) p WHERE p.value NOT IN (SELECT value FROM json_each(?)))"
 )
+# ...and only by its owner (param: the owner; NULL for every owner's, an admin's read).
+RUN_OWNED = "r.owner = coalesce(?, r.owner)"
 
 
 def _chunk(r: Sequence[Any]) -> ChunkRow:
@@ -352,11 +355,11 @@ class SqliteDocuments:
     # -- runs ----------------------------------------------------------------------------------
 
     def save_run(self, run: RunRecord) -> None:
-        """Persist one run (its frame and trace are JSON-ready documents)."""
+        """Persist one run (its frame and trace are JSON-ready documents) as its owner's."""
         with self.db.write():
             self.db.conn.execute(
                 "INSERT OR REPLACE INTO runs(run_id, kind, created_at, principals, question, refused, total_ms,"
-                " frame, trace) VALUES (?,?,?,?,?,?,?,?,?)",
+                " frame, trace, owner) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 (
                     run.run_id,
                     run.kind,
@@ -367,34 +370,49 @@ class SqliteDocuments:
                     run.total_ms,
                     json.dumps(run.frame, ensure_ascii=False),
                     json.dumps(run.trace, ensure_ascii=False),
+                    run.owner,
                 ),
             )
 
     def list_runs(
-        self, principals: Sequence[str], limit: int = 20, offset: int = 0, kind: str | None = None
+        self,
+        principals: Sequence[str],
+        limit: int = 20,
+        offset: int = 0,
+        kind: str | None = None,
+        *,
+        owner: str | None = LOCAL_OWNER,
     ) -> list[RunSummary]:
-        """Runs the principals may read (every principal the run was asked as is among them), newest first;
-        with ``kind``, only runs of that kind ("ask", "eval")."""
+        """The runs of ``owner`` (None: every owner's) the principals may read (every principal the run
+        was asked as is among them), newest first; with ``kind``, only runs of that kind ("ask", "eval")."""
         rows = self.db.conn.execute(
-            f"SELECT {RUN_COLUMNS} FROM runs r WHERE {RUN_READABLE} AND (? IS NULL OR kind = ?)"
+            f"SELECT {RUN_COLUMNS} FROM runs r WHERE {RUN_OWNED} AND {RUN_READABLE} AND (? IS NULL OR kind = ?)"
             " ORDER BY created_at DESC, run_id LIMIT ? OFFSET ?",
-            (json.dumps(list(principals)), kind, kind, limit, offset),
+            (owner, json.dumps(list(principals)), kind, kind, limit, offset),
         )
         return [run_summary(r) for r in rows]
 
-    def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None:
-        """One run with its frame and trace, or None when it does not exist or the principals may not read it."""
+    def get_run(self, run_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER) -> RunRecord | None:
+        """One run with its frame and trace, or None when it does not exist, is not ``owner``'s (None:
+        any owner's) or the principals may not read it."""
         row = self.db.conn.execute(
-            f"SELECT {RUN_COLUMNS}, frame, trace FROM runs r WHERE {RUN_READABLE} AND run_id = ?",
-            (json.dumps(list(principals)), run_id),
+            f"SELECT {RUN_COLUMNS}, frame, trace, owner FROM runs r WHERE {RUN_OWNED} AND {RUN_READABLE}"
+            " AND run_id = ?",
+            (owner, json.dumps(list(principals)), run_id),
         ).fetchone()
         if row is None:
             return None
-        return RunRecord(**dataclasses.asdict(run_summary(row)), frame=json.loads(row[7]), trace=json.loads(row[8]))
+        return run_record(row)
 
 
 def run_summary(r: Sequence[Any]) -> RunSummary:
     return RunSummary(str(r[0]), str(r[1]), float(r[2]), tuple(json.loads(r[3])), str(r[4]), bool(r[5]), float(r[6]))
+
+
+def run_record(r: Sequence[Any]) -> RunRecord:
+    """A run from its ``RUN_COLUMNS``, then frame, trace and owner."""
+    summary = dataclasses.asdict(run_summary(r))
+    return RunRecord(**summary, frame=json.loads(r[7]), trace=json.loads(r[8]), owner=str(r[9]))
 
 
 def _meta_pairs(metadata: Any) -> list[tuple[str, str]]:

@@ -149,6 +149,16 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     # generation of its transaction, so derived indexes (the HNSW graphs of store/ann.py) tell a
     # replaced vector from the one they hold for its chunk.
     "ALTER TABLE vector_stamps ADD COLUMN written INTEGER NOT NULL DEFAULT 0;",
+    # 7: owners. A run and a conversation belong to the caller that saved them ("local", or
+    # "token:" and 16 hex digits of the token's sha256: protocols.LOCAL_OWNER, server/auth.py);
+    # only that owner reads, lists or continues them (an admin reads every owner's). Rows saved
+    # before owners existed were saved without one: they are the local owner's.
+    """
+    ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT 'local';
+    ALTER TABLE conversations ADD COLUMN owner TEXT NOT NULL DEFAULT 'local';
+    CREATE INDEX runs_owner ON runs(owner, created_at);
+    CREATE INDEX conversations_owner ON conversations(owner, updated_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -203,10 +203,17 @@ class Counts:
     cached_embeddings: int
 
 
+# The owner of what a caller without a token saves and reads: the local CLI, the Python API, and
+# the loopback caller of a server without tokens. A token's callers are "token:" and 16 hex
+# digits of the token's sha256 (``server.auth.token_owner``); runs and conversations saved
+# before owners existed belong to this owner.
+LOCAL_OWNER = "local"
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """One saved run as a list shows it. ``principals`` are those it was asked as: a run is
-    readable by whoever holds every one of them."""
+    readable by whoever holds every one of them, and is its owner (``RunRecord.owner``)."""
 
     run_id: str
     kind: str
@@ -224,6 +231,7 @@ class RunRecord(RunSummary):
 
     frame: Mapping[str, Any] = field(default_factory=dict)
     trace: Mapping[str, Any] = field(default_factory=dict)
+    owner: str = LOCAL_OWNER  # who asked: only this owner reads it back (an admin reads every owner's)
 
 
 @dataclass(frozen=True)
@@ -252,8 +260,8 @@ class ConversationSummary:
 
 @dataclass(frozen=True)
 class ConversationRecord:
-    """A conversation whole: its turns in order. Readable only by principals that may read every
-    one of its runs (the runs rule applied to each turn)."""
+    """A conversation whole: its turns in order. Readable only by its owner (the owner of its first
+    turn) holding principals that may read every one of its runs (the runs rule applied to each turn)."""
 
     conversation_id: str
     created_at: float
@@ -345,27 +353,49 @@ class DocumentStore(Protocol):
         ...
 
     def counts(self) -> Counts: ...
-    # Runs: the ask pipeline's frame and trace, readable by whoever holds every principal asked as.
+    # Runs: the ask pipeline's frame and trace, readable by their owner holding every principal
+    # asked as. ``owner``: whose runs to read, None for every owner's (an admin's read).
     def save_run(self, run: RunRecord) -> None: ...
     def list_runs(
-        self, principals: Sequence[str], limit: int = 20, offset: int = 0, kind: str | None = None
+        self,
+        principals: Sequence[str],
+        limit: int = 20,
+        offset: int = 0,
+        kind: str | None = None,
+        *,
+        owner: str | None = LOCAL_OWNER,
     ) -> list[RunSummary]: ...
-    def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None: ...
-    # Conversations: ordered saved runs, readable by whoever may read every one of them.
-    def add_turn(self, conversation_id: str, run_id: str, said: str, standalone: str | None, at: float) -> int:
-        """Append a saved run as the next turn of a conversation (created by its first turn);
-        returns the turn's position (1, 2, ...)."""
+    def get_run(self, run_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER) -> RunRecord | None:
+        """The run, or None when it does not exist, is another owner's or the principals may not read it."""
         ...
 
-    def get_conversation(self, conversation_id: str, principals: Sequence[str]) -> ConversationRecord | None:
-        """The conversation with its turns, or None when it does not exist or one of its runs is
-        not readable by the principals (the two look the same)."""
+    # Conversations: ordered saved runs of one owner, readable by that owner when it may read every one.
+    def add_turn(
+        self,
+        conversation_id: str,
+        run_id: str,
+        said: str,
+        standalone: str | None,
+        at: float,
+        *,
+        owner: str = LOCAL_OWNER,
+    ) -> int:
+        """Append a saved run as the next turn of a conversation (created by its first turn, owned
+        by ``owner``); returns the turn's position (1, 2, ...). ``NotFound``, with nothing written,
+        when the conversation is another owner's."""
+        ...
+
+    def get_conversation(
+        self, conversation_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER
+    ) -> ConversationRecord | None:
+        """The conversation with its turns, or None when it does not exist, is another owner's or
+        one of its runs is not readable by the principals (they all look the same)."""
         ...
 
     def list_conversations(
-        self, principals: Sequence[str], limit: int = 20, offset: int = 0
+        self, principals: Sequence[str], limit: int = 20, offset: int = 0, *, owner: str | None = LOCAL_OWNER
     ) -> list[ConversationSummary]:
-        """The conversations the principals may read, the most recently continued first."""
+        """The conversations of ``owner`` the principals may read, the most recently continued first."""
         ...
 
 

@@ -38,6 +38,7 @@ from ...contracts import Chunk, Note
 from ...errors import ConfigError, StoreReadOnly
 from ..db import batches
 from ..protocols import (
+    LOCAL_OWNER,
     ChunkRow,
     ConversationRecord,
     ConversationSummary,
@@ -423,23 +424,40 @@ class QdrantReplica:
         self.runs.save_run(run)
 
     def list_runs(
-        self, principals: Sequence[str], limit: int = 20, offset: int = 0, kind: str | None = None
+        self,
+        principals: Sequence[str],
+        limit: int = 20,
+        offset: int = 0,
+        kind: str | None = None,
+        *,
+        owner: str | None = LOCAL_OWNER,
     ) -> list[RunSummary]:
-        return self.runs.list_runs(principals, limit, offset, kind)
+        return self.runs.list_runs(principals, limit, offset, kind, owner=owner)
 
-    def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None:
-        return self.runs.get_run(run_id, principals)
+    def get_run(self, run_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER) -> RunRecord | None:
+        return self.runs.get_run(run_id, principals, owner=owner)
 
-    def add_turn(self, conversation_id: str, run_id: str, said: str, standalone: str | None, at: float) -> int:
-        return self.runs.add_turn(conversation_id, run_id, said, standalone, at)
+    def add_turn(
+        self,
+        conversation_id: str,
+        run_id: str,
+        said: str,
+        standalone: str | None,
+        at: float,
+        *,
+        owner: str = LOCAL_OWNER,
+    ) -> int:
+        return self.runs.add_turn(conversation_id, run_id, said, standalone, at, owner=owner)
 
-    def get_conversation(self, conversation_id: str, principals: Sequence[str]) -> ConversationRecord | None:
-        return self.runs.get_conversation(conversation_id, principals)
+    def get_conversation(
+        self, conversation_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER
+    ) -> ConversationRecord | None:
+        return self.runs.get_conversation(conversation_id, principals, owner=owner)
 
     def list_conversations(
-        self, principals: Sequence[str], limit: int = 20, offset: int = 0
+        self, principals: Sequence[str], limit: int = 20, offset: int = 0, *, owner: str | None = LOCAL_OWNER
     ) -> list[ConversationSummary]:
-        return self.runs.list_conversations(principals, limit, offset)
+        return self.runs.list_conversations(principals, limit, offset, owner=owner)
 
     # -- what the indexing host does, and what doctor asks -----------------------------------------
 

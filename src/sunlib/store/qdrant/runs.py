@@ -5,12 +5,16 @@
 ``<prefix>_turns`` one point per conversation turn (the conversation id, the run, what was said,
 the standalone question, when). Both are payloads only (``client.UNUSED_VECTOR``).
 
-The reading rules are those of the SQLite store (``documents.RUN_READABLE``,
+The reading rules are those of the SQLite store (``documents.RUN_READABLE`` and ``RUN_OWNED``,
 ``conversations._READABLE``), applied here in Python to what Qdrant returns:
 
-* a run is readable by principals that hold every principal it was asked as;
-* a conversation is readable by principals that may read every one of its runs; a turn whose run
-  is not stored counts as unreadable, and a hidden conversation looks like a missing one (None).
+* a run is readable by its owner (``owner`` in its payload; a point saved before owners existed is
+  ``LOCAL_OWNER``'s) holding every principal it was asked as;
+* a conversation is its first turn's owner's, and readable by that owner holding principals that
+  may read every one of its runs; a turn whose run is not stored counts as unreadable, and a hidden
+  conversation looks like a missing one (None). A turn is refused before it is written when the
+  conversation is another owner's; should two owners' turns still meet under one id (a race of
+  replicas), the turns of any other owner than the first turn's are never part of the conversation.
 
 Qdrant has no transaction to take a turn's position under, so a turn is never given one when it
 is written: positions are the turns' order (when each was written, then its point id) at every
@@ -30,14 +34,15 @@ from typing import Any
 
 from qdrant_client import models
 
-from ..protocols import ConversationRecord, ConversationSummary, ConversationTurn, RunRecord, RunSummary
+from ..conversations import not_yours
+from ..protocols import LOCAL_OWNER, ConversationRecord, ConversationSummary, ConversationTurn, RunRecord, RunSummary
 from .client import Shared, ensure_collection, retrieve, scroll_all, upsert_points
 from .points import POINT_NAMESPACE, exact, is_value
 
 _KEYWORD = models.PayloadSchemaType.KEYWORD
 RUN_FIELDS = {"run_id": _KEYWORD, "kind": _KEYWORD}
 TURN_FIELDS = {"conversation_id": _KEYWORD, "run_id": _KEYWORD}
-_SUMMARY = ["run_id", "kind", "created_at", "principals", "question", "refused", "total_ms"]
+_SUMMARY = ["run_id", "kind", "created_at", "principals", "question", "refused", "total_ms", "owner"]
 
 
 def ensure_runs(shared: Shared, prefix: str) -> tuple[str, str]:
@@ -55,6 +60,16 @@ def run_point_id(run_id: str) -> str:
 def readable(asked_as: Iterable[str], principals: Iterable[str]) -> bool:
     """The runs rule: every principal the run was asked as is among the caller's."""
     return set(asked_as) <= set(principals)
+
+
+def owner_of(payload: Mapping[str, Any]) -> str:
+    """Whose run or turn a point is (one saved before owners existed: the local owner's)."""
+    return str(payload.get("owner") or LOCAL_OWNER)
+
+
+def owned(by: str, owner: str | None) -> bool:
+    """The owner rule: ``owner`` None (an admin's read) reads every owner's."""
+    return owner is None or by == owner
 
 
 def _summary(p: Mapping[str, Any]) -> RunSummary:
@@ -81,6 +96,7 @@ def _record(p: Mapping[str, Any]) -> RunRecord:
         s.total_ms,
         frame=json.loads(p["frame"]),
         trace=json.loads(p["trace"]),
+        owner=owner_of(p),
     )
 
 
@@ -108,21 +124,31 @@ class QdrantRuns:
             "total_ms": exact(run.total_ms),
             "frame": json.dumps(run.frame, ensure_ascii=False),
             "trace": json.dumps(run.trace, ensure_ascii=False),
+            "owner": run.owner,
         }
         point = models.PointStruct(id=run_point_id(run.run_id), vector={}, payload=payload)
         upsert_points(self.shared, self.runs, [point])
 
     def list_runs(
-        self, principals: Sequence[str], limit: int = 20, offset: int = 0, kind: str | None = None
+        self,
+        principals: Sequence[str],
+        limit: int = 20,
+        offset: int = 0,
+        kind: str | None = None,
+        *,
+        owner: str | None = LOCAL_OWNER,
     ) -> list[RunSummary]:
         where = models.Filter(must=[is_value("kind", kind)]) if kind is not None else None
-        found = [_summary(p.payload or {}) for p in scroll_all(self.shared, self.runs, _SUMMARY, where)]
+        payloads = [p.payload or {} for p in scroll_all(self.shared, self.runs, _SUMMARY, where)]
+        found = [_summary(p) for p in payloads if owned(owner_of(p), owner)]
         mine = sorted((r for r in found if readable(r.principals, principals)), key=lambda r: (-r.created_at, r.run_id))
         return mine[offset : offset + limit]
 
-    def get_run(self, run_id: str, principals: Sequence[str]) -> RunRecord | None:
+    def get_run(self, run_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER) -> RunRecord | None:
         found = self._runs([run_id]).get(run_id)
-        return found if found is not None and readable(found.principals, principals) else None
+        if found is None or not owned(found.owner, owner) or not readable(found.principals, principals):
+            return None
+        return found
 
     def _runs(self, run_ids: Sequence[str], whole: bool = True) -> dict[str, RunRecord]:
         ids = list(dict.fromkeys(run_ids))
@@ -132,12 +158,24 @@ class QdrantRuns:
         for r in records:
             payload = r.payload or {}
             summary = _summary(payload)
-            out[summary.run_id] = _record(payload) if whole else RunRecord(**vars(summary))
+            out[summary.run_id] = _record(payload) if whole else RunRecord(**vars(summary), owner=owner_of(payload))
         return out
 
     # -- conversations -------------------------------------------------------------------------
 
-    def add_turn(self, conversation_id: str, run_id: str, said: str, standalone: str | None, at: float) -> int:
+    def add_turn(
+        self,
+        conversation_id: str,
+        run_id: str,
+        said: str,
+        standalone: str | None,
+        at: float,
+        *,
+        owner: str = LOCAL_OWNER,
+    ) -> int:
+        before = self._turns_of(conversation_id)
+        if before and owner_of(before[0]) != owner:
+            raise not_yours(conversation_id)  # nothing written
         turn_id = str(uuid.uuid4())
         payload = {
             "turn_id": turn_id,
@@ -147,14 +185,18 @@ class QdrantRuns:
             "standalone": standalone,
             "at": exact(at),
             "written": time.time_ns(),
+            "owner": owner,
         }
         upsert_points(self.shared, self.turns, [models.PointStruct(id=turn_id, vector={}, payload=payload)])
         order = [str(t["turn_id"]) for t in self._turns_of(conversation_id)]
+        if turn_id not in order:  # another owner's first turn won a race for this id: ours is in no conversation
+            raise not_yours(conversation_id)
         return order.index(turn_id) + 1
 
     def _turns_of(self, conversation_id: str) -> list[Mapping[str, Any]]:
+        """The conversation's turns in order: those of its first turn's owner only."""
         where = models.Filter(must=[is_value("conversation_id", conversation_id)])
-        return _ordered(p.payload or {} for p in scroll_all(self.shared, self.turns, True, where))
+        return _own(_ordered(p.payload or {} for p in scroll_all(self.shared, self.turns, True, where)))
 
     def _all_readable(
         self, turns: Sequence[Mapping[str, Any]], runs: Mapping[str, RunRecord], principals: Sequence[str]
@@ -166,10 +208,14 @@ class QdrantRuns:
                 return False
         return True
 
-    def get_conversation(self, conversation_id: str, principals: Sequence[str]) -> ConversationRecord | None:
+    def get_conversation(
+        self, conversation_id: str, principals: Sequence[str], *, owner: str | None = LOCAL_OWNER
+    ) -> ConversationRecord | None:
         turns = self._turns_of(conversation_id)
+        if not turns or not owned(owner_of(turns[0]), owner):
+            return None
         runs = self._runs([str(t["run_id"]) for t in turns])
-        if not turns or not self._all_readable(turns, runs, principals):
+        if not self._all_readable(turns, runs, principals):
             return None
         out = tuple(
             ConversationTurn(i + 1, str(t["said"]), t.get("standalone"), runs[str(t["run_id"])])
@@ -178,16 +224,17 @@ class QdrantRuns:
         return ConversationRecord(conversation_id, float(turns[0]["at"]), max(float(t["at"]) for t in turns), out)
 
     def list_conversations(
-        self, principals: Sequence[str], limit: int = 20, offset: int = 0
+        self, principals: Sequence[str], limit: int = 20, offset: int = 0, *, owner: str | None = LOCAL_OWNER
     ) -> list[ConversationSummary]:
         grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
         for p in scroll_all(self.shared, self.turns, True):
             payload = p.payload or {}
             grouped[str(payload["conversation_id"])].append(payload)
-        runs = self._runs([str(t["run_id"]) for turns in grouped.values() for t in turns], whole=False)
+        chosen = {cid: _own(_ordered(turns)) for cid, turns in grouped.items()}
+        chosen = {cid: turns for cid, turns in chosen.items() if owned(owner_of(turns[0]), owner)}
+        runs = self._runs([str(t["run_id"]) for turns in chosen.values() for t in turns], whole=False)
         out = []
-        for conversation_id, turns in grouped.items():
-            ordered = _ordered(turns)
+        for conversation_id, ordered in chosen.items():
             if self._all_readable(ordered, runs, principals):
                 updated = max(float(t["at"]) for t in ordered)
                 first, last = str(ordered[0]["said"]), str(ordered[-1]["said"])
@@ -196,3 +243,11 @@ class QdrantRuns:
                 )
         out.sort(key=lambda c: (-c.updated_at, c.conversation_id))
         return out[offset : offset + limit]
+
+
+def _own(ordered: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Of a conversation's turns in order, those of its owner (the first turn's)."""
+    if not ordered:
+        return []
+    first = owner_of(ordered[0])
+    return [t for t in ordered if owner_of(t) == first]
