@@ -546,8 +546,8 @@ def test_acl_change_public_to_ops_is_honoured_after_reindex(tmp_path: Path, engi
         before = indexed(lib, specs)
         api = Api(create_app(lib))
         question = "garden backup server budget"
-        old = lib.ask(question, principals=["public"])  # warms the visibility caches too
-        assert "zqchangex" in json.dumps(to_jsonable(old.frame)), "the note is visible before the change"
+        old = api.bearer("tok-none").post("/api/ask", json={"question": question}).json()  # warms the caches too
+        assert "zqchangex" in json.dumps(old), "the note is visible before the change"
         for m in MODES:
             assert any(
                 h.note_id == before.note_ids[0] for h in lib.search(question, mode=m, principals=["public"]).hits
@@ -566,10 +566,10 @@ def test_acl_change_public_to_ops_is_honoured_after_reindex(tmp_path: Path, engi
         assert before.note_ids[0] in {h["note_id"] for h in ops["results"]}, "ops sees it now"
 
         # Current behaviour, kept on purpose: a run saved BEFORE the change, asked as public,
-        # stays readable by public (the frame records what public was shown at the time).
-        kept = lib.store.get_run(old.run_id, ["public"])
+        # stays readable by its owner (the frame records what public was shown at the time).
+        kept = lib.store.get_run(old["run_id"], ["public"], owner=None)
         assert kept is not None and "zqchangex" in json.dumps(to_jsonable(kept))
-        r = api.bearer("tok-none").get(f"/api/runs/{old.run_id}")
+        r = api.bearer("tok-none").get(f"/api/runs/{old['run_id']}")
         assert r.status_code == 200 and "zqchangex" in r.text
     finally:
         lib.close()
