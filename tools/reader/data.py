@@ -294,7 +294,7 @@ def support_from_qa(qa: list[Example], rng: random.Random, per_source: int) -> l
             claim = e.query + joiner + answer
             false_claim = e.query + joiner + wrong_answer
         # cross-language claims: xquad's parallel paragraph of the other language holds the fact
-        base = dict(source="support-" + e.source, split="train", article=e.article, lang=e.lang)
+        base: dict[str, Any] = dict(source="support-" + e.source, split="train", article=e.article, lang=e.lang)
         # the answer's place: training reads the window that holds it, where the fact is or should be
         where = [e.spans[0]]
         out.append(Example("support", query=claim, passage=e.passage, spans=where, label=1, id=e.id + "-s1", **base))

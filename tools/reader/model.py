@@ -18,6 +18,7 @@ what training changed.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import torch
@@ -91,7 +92,8 @@ def from_e5(file: E5File, layers: int) -> Reader:
         model.token_type.data.copy_(torch.from_numpy(file.array("emb.type", (hd.types, h))[0]))
         put(model.eln.weight, "emb.ln.w", (h,))
         put(model.eln.bias, "emb.ln.b", (h,))
-        for i, layer in enumerate(model.layers):
+        for i, module in enumerate(model.layers):
+            layer = cast(Layer, module)
             for part, linear, shape in (
                 ("q", layer.q, (h, h)),
                 ("k", layer.k, (h, h)),
