@@ -160,3 +160,23 @@ def test_screenshots_go_to_a_temp_folder_unless_asked(monkeypatch: pytest.Monkey
     makefile = (ROOT / "Makefile").read_text("utf-8")
     target = makefile[makefile.index("\nscreenshots:") :].split("\n\n")[0]
     assert f"{SCREENSHOTS_ENV}=$(CURDIR)/docs/screenshots" in target and "tests/test_web_e2e.py" in target
+
+
+@pytest.mark.parametrize(("verb", "blocked", "extra"), [("serve", "uvicorn", "serve"), ("mcp", "mcp", "mcp")])
+def test_a_missing_extra_is_one_line_that_names_the_install(
+    tmp_path: Path, verb: str, blocked: str, extra: str
+) -> None:
+    """Without the serve or mcp extra (its package blocked from import here), the verb says what to install."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\n\ntext\n")
+    code = (
+        f"import sys; sys.modules[{blocked!r}] = None\n"
+        "from sunlib.cli import main\n"
+        f"sys.argv = ['sunlib', {verb!r}, '--vault', sys.argv[1]]\n"
+        "main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(vault)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"pip install 'sunlib[{extra}]'" in lines[0] and "Traceback" not in r.stderr, r.stderr

@@ -11,7 +11,8 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
     │   ├── StoreReadOnly    a write (a note, an index run) asked of a read-only replica; HTTP 409
     │   ├── BadPath          a note path the notes service will not write (it says why); HTTP 400
     │   ├── Conflict         a note path is taken, or the note changed on disk and cannot be read; HTTP 409
-    │   └── InvalidNote      a note's new text would not index (frontmatter, ACL, NUL bytes); HTTP 422
+    │   ├── InvalidNote      a note's new text would not index (frontmatter, ACL, NUL bytes); HTTP 422
+    │   └── MissingExtra     a command needs an optional part not installed (`pip install 'sunlib[serve]'`)
     ├── VaultError           a note file could not be written (nothing changed); HTTP 500
     │   └── VaultFull        the disk holding the vault is full; HTTP 507
     ├── IndexUnusable        the index is missing, from a newer version, or unusable
@@ -27,6 +28,9 @@ line and exits non-zero, the HTTP server answers ``{error, message}``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class SunlibError(Exception):
@@ -102,6 +106,34 @@ class InvalidNote(UserError):
     """A note's new text would not index as it stands."""
 
     code = "invalid_note"
+
+
+class MissingExtra(UserError):
+    """A command needs one of sunlib's optional parts (``serve``, ``mcp``, ``eval``), not installed."""
+
+    code = "missing_extra"
+
+
+EXTRAS = {
+    "serve": ("fastapi", "uvicorn", "sse_starlette", "starlette"),
+    "mcp": ("mcp", "anyio", "fastapi", "uvicorn", "sse_starlette", "starlette"),
+    "eval": ("plotly",),
+}
+
+
+@contextmanager
+def needs_extra(extra: str, what: str) -> Iterator[None]:
+    """Imports inside the block that fail for a module of ``extra`` become one ``MissingExtra``
+    naming the install command; any other import error passes through as it is."""
+    try:
+        yield
+    except ImportError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in EXTRAS[extra]:
+            raise
+        raise MissingExtra(
+            f"{what} needs sunlib's {extra} extra ({missing} is not installed): pip install 'sunlib[{extra}]'"
+        ) from None
 
 
 class VaultError(SunlibError):

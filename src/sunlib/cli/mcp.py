@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..config import Settings
-from ..errors import UserError
+from ..errors import UserError, needs_extra
 from ..store import LOCAL_OWNER
 from .app import app
 from .common import VAULT_HELP, err, open_library, require_index
@@ -46,12 +46,13 @@ def mcp(
     index_first: Annotated[bool, typer.Option("--index/--no-index", help="bring the index up to date first")] = False,
 ) -> None:
     """Serve the MCP tools (search, ask, notes) on stdin/stdout for an MCP client such as Claude Desktop."""
-    import anyio
+    with needs_extra("mcp", "sunlib mcp"):
+        import anyio
 
-    from ..server.auth import token_owner
-    from ..server.jobs import Jobs
-    from ..server.mcp import build_server
-    from ..server.state import ServerState
+        from ..server.auth import token_owner
+        from ..server.jobs import Jobs
+        from ..server.mcp import build_server
+        from ..server.state import ServerState
 
     lib = open_library(vault, config)
     principals = stdio_principals(lib.settings, as_, token)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import UserError
+from ..errors import UserError, needs_extra
 from .app import app
 from .common import VAULT_HELP, err, open_library, remember_vault
 
@@ -27,10 +27,11 @@ def serve(
     ] = True,
 ) -> None:
     """Serve the REST + SSE API (OpenAPI at /docs) and the web UI. Without tokens: loopback only."""
-    import uvicorn  # the server's modules load here, never for the other verbs
+    with needs_extra("serve", "sunlib serve"):
+        import uvicorn  # the server's modules load here, never for the other verbs
 
-    from ..server import create_app
-    from ..server.policy import serving
+        from ..server import create_app
+        from ..server.policy import serving
     from ..sync.notes_io import remove_stale_temps
 
     lib = open_library(vault, config)

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import needs_extra
 from .grading import CRITERIA, JUDGED_KEYS
 from .qa import EXTRA_KEYS, HIGHER_IS_BETTER, METRIC_KEYS
 
@@ -68,7 +69,8 @@ def _fmt(value: object) -> str:
 def _go() -> Any:
     """plotly's figure module, imported when a page is drawn (it takes most of a second to import,
     which every other command line call would pay)."""
-    import plotly.graph_objects
+    with needs_extra("eval", "the evaluation report"):
+        import plotly.graph_objects
 
     return plotly.graph_objects
 
