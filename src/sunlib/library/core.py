@@ -80,7 +80,13 @@ class Library:
 
     Settings are frozen and ``settings`` cannot be reassigned: ``with_settings`` gives a
     new Library. Each part (connections, embedder, ask pipeline) is built once from the
-    settings, on first use; a Library may be used from many threads at once."""
+    settings, on first use; a Library may be used from many threads at once.
+
+    The API: ``open``, ``settings``, ``with_settings``, ``index``, ``embed``, ``reconcile``, ``search``,
+    ``ask``, ``conversation``, ``notes``, ``status``, ``calibration``, ``calibrate``, ``close``.
+    Plumbing, for sunlib's own layers and for plugins that need it, stable only within a release:
+    ``stores``/``store`` (the index connections), ``write_lock``, ``indexer_lock``, ``freshness``,
+    ``embedder``, ``space``, ``crosslang``, ``translator``, ``rescore``, ``asker``, ``release_thread``."""
 
     def __init__(self, vault: Path, settings: Settings, *, shared: Shared | None = None) -> None:
         self.vault = vault
