@@ -60,6 +60,8 @@ def imports(src: Path, package: str) -> dict[str, set[tuple[str, str]]]:
                     target = node.module or ""
                 if target.split(".")[0] != package:
                     continue
+                if target in files and target != mod:  # ``from pkg import x`` runs pkg first: an edge to it
+                    found.add((target, ""))
                 for alias in node.names:
                     sub = f"{target}.{alias.name}"
                     found.add((sub, "") if sub in files else (target, alias.name))
@@ -82,10 +84,12 @@ def layer_of(module: str, layers: tuple[frozenset[str], ...]) -> int:
 
 def upward(graph: Mapping[str, set[tuple[str, str]]], layers: tuple[frozenset[str], ...]) -> list[str]:
     return sorted(
-        f"{mod} imports {target} (layer {top(target)} is above {top(mod)})"
-        for mod, found in graph.items()
-        for target, _ in found
-        if layer_of(target, layers) > layer_of(mod, layers)
+        {
+            f"{mod} imports {target} (layer {top(target)} is above {top(mod)})"
+            for mod, found in graph.items()
+            for target, _ in found
+            if layer_of(target, layers) > layer_of(mod, layers)
+        }
     )
 
 

@@ -25,7 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..library import Library
 from ..version import __version__
-from . import errors
+from .errors import body as api_error
+from .errors import install as install_error_handlers
 from .jobs import Jobs
 from .openai_schemas import error_body
 from .policy import serving
@@ -87,7 +88,7 @@ class BodyLimit:
         if str(scope.get("path", "")).startswith("/v1/"):
             body = error_body(message, "invalid_request_error", "too_large")
         else:
-            body = errors.body("too_large", message)
+            body = api_error("too_large", message)
         await JSONResponse(body, status_code=413)(scope, receive, send)
 
 
@@ -139,7 +140,7 @@ def create_app(library: Library, watch: bool = False) -> FastAPI:
     )
     # an app served without its lifespan (an ASGI test transport) starts a lane on its first job
     app.state.sunlib = ServerState(library, settings, Jobs(release=library.release_thread), watch=watch)
-    errors.install(app)
+    install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.server.max_body_bytes)
     app.add_middleware(FrameGuard)
     if settings.server.cors_origins:
@@ -149,34 +150,24 @@ def create_app(library: Library, watch: bool = False) -> FastAPI:
             allow_methods=["GET", "POST", "PATCH", "DELETE"],
             allow_headers=["Authorization", "Content-Type"],
         )
-    from . import (
-        routes_conversations,
-        routes_evals,
-        routes_files,
-        routes_index,
-        routes_notes,
-        routes_query,
-        routes_runs,
-    )
+    from .routes_conversations import router as conversations
+    from .routes_evals import router as evals
+    from .routes_files import router as files
+    from .routes_index import router as index
+    from .routes_notes import router as notes
+    from .routes_query import router as query
+    from .routes_runs import router as runs
 
-    for module in (
-        routes_query,
-        routes_runs,
-        routes_conversations,
-        routes_index,
-        routes_files,
-        routes_notes,
-        routes_evals,
-    ):
-        app.include_router(module.router)
+    for router in (query, runs, conversations, index, files, notes, evals):
+        app.include_router(router)
     from .routes_openai import create_v1
 
     app.mount("/v1", create_v1(app.state.sunlib))  # OpenAI-compatible: same tokens and rules, OpenAI's errors
 
     if settings.mcp.http:
-        from . import mcp_http
+        from .mcp_http import mount as mount_mcp
 
-        mcp_http.mount(app, app.state.sunlib)
+        mount_mcp(app, app.state.sunlib)
 
     if (WEB_DIR / "index.html").is_file():
         app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")

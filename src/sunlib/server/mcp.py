@@ -44,8 +44,8 @@ from ..library.notes import NoteWrite
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..store import LOCAL_OWNER
 from ..version import __version__
-from . import routes_notes as notes
 from .errors import ApiError
+from .routes_notes import page_json, vectors_budget, view_json, written_json
 from .schemas import Filters
 from .state import OWNER_KEY, PRINCIPALS_KEY, ServerState
 
@@ -149,7 +149,7 @@ class SunlibTools:
 
     def _read(self, ref: str, principals: tuple[str, ...]) -> dict[str, Any]:
         try:
-            return notes.view_json(self.state.library.notes.read(self._note_id(ref), principals))
+            return view_json(self.state.library.notes.read(self._note_id(ref), principals))
         except NotFound:  # name what the caller gave, never the id behind a path it cannot see
             raise NotFound(f"no note {ref!r}") from None
 
@@ -284,7 +284,7 @@ class SunlibTools:
         the total count for paging (offset + limit)."""
         principals = self.principals(ctx)
         with _tool_errors():
-            return notes.page_json(
+            return page_json(
                 self.state.library.notes.list(principals, folder=folder, tag=tag, limit=limit, offset=offset)
             )
 
@@ -318,7 +318,7 @@ class SunlibTools:
         """Create a new note file and index it before returning (fails when the path is taken).
         Without an `acl:` in its frontmatter the note gets the vault's default ACL."""
         principals = self.principals(ctx)
-        with _tool_errors(), notes.vectors_budget(self.state, principals):
+        with _tool_errors(), vectors_budget(self.state, principals):
             return self._written(self._saved(principals, self.state.library.notes.create(path, content, principals)))
 
     def update_note(
@@ -329,7 +329,7 @@ class SunlibTools:
     ) -> dict[str, Any]:
         """Replace a note's whole text; it keeps its id. Read it first with get_note."""
         principals = self.principals(ctx)
-        with _tool_errors(), notes.vectors_budget(self.state, principals):
+        with _tool_errors(), vectors_budget(self.state, principals):
             note_id = self._read(note, principals)["note_id"]
             return self._written(self._saved(principals, self.state.library.notes.update(note_id, content, principals)))
 
@@ -342,12 +342,12 @@ class SunlibTools:
         """Move or rename a note (its metadata sidecar too); it keeps its id. Fails when the new
         path is taken."""
         principals = self.principals(ctx)
-        with _tool_errors(), notes.vectors_budget(self.state, principals):
+        with _tool_errors(), vectors_budget(self.state, principals):
             note_id = self._read(note, principals)["note_id"]
             return self._written(self._saved(principals, self.state.library.notes.move(note_id, new_path, principals)))
 
     def _saved(self, principals: tuple[str, ...], write: NoteWrite) -> dict[str, Any]:
-        return notes.written_json(self.state, principals, write)
+        return written_json(self.state, principals, write)
 
     @staticmethod
     def _written(detail: dict[str, Any]) -> dict[str, Any]:

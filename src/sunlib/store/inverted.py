@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import bm25 as formula
+from .bm25 import K1
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def top_k(
     for t in terms:
         docs, tfs = (t.docs, t.tfs) if shown is None else (t.docs[shown[t.docs]], t.tfs[shown[t.docs]])
         f = tfs.astype(np.float64)
-        scores[docs] += t.idf * ((f * (formula.K1 + 1.0)) / (f + norm[docs]))
+        scores[docs] += t.idf * ((f * (K1 + 1.0)) / (f + norm[docs]))
         held.append(docs)
     some = _rarest_rows(terms, held, limit)
     if some is None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 
-from . import bm25 as formula
+from .bm25 import idf, score, varint
 from .db import Db, chunk_ids_of
 from .errors import at_boundary
 from .protocols import Visibility
@@ -32,7 +32,7 @@ def _row_bm25(api: apsw.FTS5ExtensionApi, *args: Any) -> float:
     caller's statistics (bm25.score)."""
     avgdl, idfs = float(args[0]), [float(w) for w in args[1:]]
     freqs = [len(api.phrase_locations(i)[0]) for i in range(len(idfs))]  # one column: "tokens"
-    return formula.score(freqs, api.column_size(-1), idfs, avgdl)
+    return score(freqs, api.column_size(-1), idfs, avgdl)
 
 
 def phrases_of(match: str) -> list[str] | None:
@@ -98,7 +98,7 @@ class SqliteLexical:
         if rows_seen == 0:
             return []
         _, holding = self.doc_freqs(phrases, Visibility.of(visibility.principals))
-        idfs = [formula.idf(rows_seen, holding.get(p, 0)) for p in phrases]
+        idfs = [idf(rows_seen, holding.get(p, 0)) for p in phrases]
         avgdl = tokens_seen / rows_seen or 1.0  # rows of no tokens match nothing anyway
         sql = scored_sql(self.db.visible_table(visibility), len(phrases))
         rows: list[tuple[Any, ...]] = self.db.conn.execute(sql, [avgdl, *idfs, match, limit]).fetchall()
@@ -127,7 +127,7 @@ class SqliteLexical:
         row's length as a varint in its docsize table)."""
         table = self.db.visible_table(acl)
         sizes = self.db.conn.execute(f"SELECT sz FROM chunks_fts_docsize WHERE id IN (SELECT id FROM temp.{table})")
-        return sum(formula.varint(bytes(r[0])) for r in sizes)
+        return sum(varint(bytes(r[0])) for r in sizes)
 
     def doc_freqs(self, terms: Sequence[str], visibility: Visibility) -> tuple[int, dict[str, int]]:
         """(chunks the visibility lets through, how many of them contain each term). Counted among

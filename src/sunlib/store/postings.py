@@ -45,7 +45,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from . import bm25 as formula
+from .bm25 import K1, B, idf, varint
 from .db import Db, batches, chunk_ids_of
 from .derived import DerivedFiles, Registry, array_writer, derived_folder, open_array
 from .inverted import EMPTY, Segment, Term, Tokenised, build, top_k
@@ -163,7 +163,7 @@ class _View:
         with self.lock:
             found = self.norms.get(avgdl)
             if found is None:
-                found = formula.K1 * (1 - formula.B + formula.B * self.lengths.astype(np.float64) / avgdl)
+                found = K1 * (1 - B + B * self.lengths.astype(np.float64) / avgdl)
                 self.norms[avgdl] = found
                 while len(self.norms) > NORMS_KEPT:
                     self.norms.popitem(last=False)
@@ -458,7 +458,7 @@ class PostingsLexical:
             if not np.array_equal(got, want):
                 problems.append(f"postings array {name} differs from a build from the chunks")
         sizes = {int(r[0]): bytes(r[1]) for r in self.db.conn.execute("SELECT id, sz FROM chunks_fts_docsize")}
-        fts5 = np.array([formula.varint(sizes.get(int(r), b"\0")) for r in view.rowids], dtype=np.int64)
+        fts5 = np.array([varint(sizes.get(int(r), b"\0")) for r in view.rowids], dtype=np.int64)
         if not np.array_equal(fts5, view.lengths):
             problems.append("postings row lengths differ from FTS5's")
         return problems
@@ -527,7 +527,7 @@ def _terms(view: _View, phrases: Sequence[str], acl: _Mask) -> list[Term]:
         docs, tfs = view.postings(phrase)
         if len(docs):
             holding = len(docs) if acl.count == len(view.rowids) else int(np.count_nonzero(acl.rows[docs]))
-            terms.append(Term(docs, tfs, formula.idf(acl.count, holding)))
+            terms.append(Term(docs, tfs, idf(acl.count, holding)))
     return terms
 
 
