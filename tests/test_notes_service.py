@@ -31,7 +31,7 @@ def test_visibility_allows_is_the_acl_rule() -> None:
 
 def test_create_read_update_move_delete(lib: Library) -> None:
     notes = lib.notes
-    made = notes.create("b/new.md", "# New\n\nThe kettle is blue.\n", ["public"], embed=True)
+    made = notes.create("b/new.md", "# New\n\nThe kettle is blue.\n", embed=True)
     note_id = made.note.record.note_id
     assert made.note.in_sync and made.needs_vectors
     assert lib.store.vectors.count_pending(lib.space)[0] == 0  # embed=True: vectors before returning
@@ -52,7 +52,7 @@ def test_create_read_update_move_delete(lib: Library) -> None:
 
 
 def test_a_hidden_note_is_not_found_for_every_operation(lib: Library) -> None:
-    hidden = lib.notes.create("hr/pay.md", HIDDEN, ["public"]).note.record.note_id
+    hidden = lib.notes.create("hr/pay.md", HIDDEN).note.record.note_id
     for call in (
         lambda: lib.notes.read(hidden, ["public"]),
         lambda: lib.notes.update(hidden, "# Mine now\n", ["public"]),
@@ -69,12 +69,12 @@ def test_a_hidden_note_is_not_found_for_every_operation(lib: Library) -> None:
 def test_bad_input_raises_typed_errors_and_changes_nothing(lib: Library) -> None:
     before = sorted(p.name for p in lib.vault.rglob("*"))
     with pytest.raises(BadPath):
-        lib.notes.create("../outside.md", "# x\n", ["public"])
+        lib.notes.create("../outside.md", "# x\n")
     with pytest.raises(Conflict):
-        lib.notes.create("a.md", "# taken\n", ["public"])
+        lib.notes.create("a.md", "# taken\n")
     with pytest.raises(InvalidNote):
-        lib.notes.create("broken.md", "---\nacl: [hr\n---\n# x\n", ["public"])
+        lib.notes.create("broken.md", "---\nacl: [hr\n---\n# x\n")
     with pytest.raises(InvalidNote):
-        lib.notes.create("huge.md", "x" * 1_000_001, ["public"])
+        lib.notes.create("huge.md", "x" * 1_000_001)
     assert sorted(p.name for p in lib.vault.rglob("*")) == before
     assert all(issubclass(e, SunlibError) for e in (BadPath, Conflict, InvalidNote, NotFound))

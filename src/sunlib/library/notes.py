@@ -142,8 +142,9 @@ class Notes:
 
     # -- writes ---------------------------------------------------------------------------------
 
-    def create(self, path: str, content: str, principals: Sequence[str], *, embed: bool = False) -> NoteWrite:
-        """Write a new note file and index it; ``Conflict`` when the path is taken."""
+    def create(self, path: str, content: str, *, embed: bool = False) -> NoteWrite:
+        """Write a new note file and index it; ``Conflict`` when the path is taken. Anyone may create,
+        so no principals: the note's own ACL (or ``[index] default_acl``) says who sees it."""
         rel = notes_io.check_path(path)
         _check_size(content)
         sync = _Sync(self._host, rel)

@@ -319,7 +319,7 @@ class SunlibTools:
         Without an `acl:` in its frontmatter the note gets the vault's default ACL."""
         principals = self.principals(ctx)
         with _tool_errors(), vectors_budget(self.state, principals):
-            return self._written(self._saved(principals, self.state.library.notes.create(path, content, principals)))
+            return self._written(self._saved(principals, self.state.library.notes.create(path, content)))
 
     def update_note(
         self,

@@ -185,7 +185,7 @@ def create_note(
 ) -> dict[str, Any]:
     """Write a new note file (409 when the path is taken) and index it before answering."""
     with vectors_budget(state, principals):
-        return written_json(state, principals, state.library.notes.create(body.path, body.content, principals))
+        return written_json(state, principals, state.library.notes.create(body.path, body.content))
 
 
 @router.get("/{note_id}", response_model=NoteOut)
