@@ -166,7 +166,7 @@ def test_registered_in_process_wins_and_is_typed() -> None:
 
 def test_every_builtin_is_an_entry_point_that_loads() -> None:
     found = {(p.kind, p.name): p.origin for p in plugins()}
-    assert len(BUILTINS) == 15
+    assert len(BUILTINS) == 16
     for ep in BUILTINS:
         kind, _, name = ep.name.partition(".")
         assert found[(kind, name)] == "sunlib"

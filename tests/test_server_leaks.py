@@ -130,6 +130,11 @@ def test_index_status_counts_what_the_caller_may_see(open_lib: Callable[..., Lib
         notes = who.get("/api/notes", params={"limit": 200}).json()["total"]
         assert status["counts"] == {"notes": notes, "chunks": status["vectors_total"] + status["vectors_pending"]}
         assert str(lib.vault) not in json.dumps(status)
+        # embedding progress counts the visible chunks too; the pace and ETA (of every chunk) are withheld
+        assert status["embedding"] and all(
+            e["total"] == status["counts"]["chunks"] and e["rate"] is None and e["eta_s"] is None
+            for e in status["embedding"]
+        )
     assert api.bearer("tok-hr").get("/api/index/status").json()["counts"]["notes"] < lib.store.counts().notes
     assert [j["job_id"] for j in ops.get("/api/index/status").json()["jobs"]] == [ops_job["job_id"]]
     assert team.get("/api/index/status").json()["jobs"] == []  # another principal's rebuild

@@ -22,6 +22,7 @@ class Step(StrEnum):
     ROUTE = "Intent Router"
     BM25 = "BM25 Retrieval"
     DENSE = "Dense Retrieval"
+    DENSE_FAST = "Fast-tier Retrieval"
     CROSSLANG = "Cross-language Retrieval"
     TRANSLATED = "Translated BM25"
     FUSION = "Hybrid Fusion"
@@ -59,6 +60,7 @@ RETRIEVAL_STEPS: tuple[Step, ...] = (Step.BM25, Step.DENSE, Step.CROSSLANG, Step
 ROUTE_STEPS = {
     "bm25": Step.BM25,
     "dense": Step.DENSE,
+    "dense-fast": Step.DENSE_FAST,
     "crosslang": Step.CROSSLANG,
     "translated": Step.TRANSLATED,
     "translated-llm": Step.TRANSLATED,
@@ -79,6 +81,12 @@ _INFO = (
     StepInfo(Step.ROUTE, "route", "direct reply or look up", ("route", "reason", "confidence", "router", "fallback")),
     StepInfo(Step.BM25, "bm25", "BM25 over the visible chunks"),
     StepInfo(Step.DENSE, "dense", "k nearest vectors among the visible chunks"),
+    StepInfo(
+        Step.DENSE_FAST,
+        "dense-fast",
+        "k nearest fast-tier vectors among the visible chunks still waiting for their main vector",
+        ("space", "main_space"),
+    ),
     StepInfo(
         Step.CROSSLANG,
         "crosslang",

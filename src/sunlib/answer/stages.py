@@ -328,6 +328,12 @@ class SelectStage(Stage[SelectIn, Selection]):
                 (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
                 status="ok" if sel.passed else "warning",
                 **_selection_details(sel),
+                # which tier answered: the gate reads the main space's cosine only; evidence that only
+                # the fast tier scored (its main vector still pending) is named
+                gate_space=space if sel.top_cosine is not None else None,
+                fast_tier_only=[
+                    r.hit.chunk_id for r in sel.kept if "dense-fast" in r.hit.routes and r.hit.routes["dense-fast"].rank
+                ],
             )
         return sel
 

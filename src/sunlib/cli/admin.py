@@ -35,9 +35,10 @@ overlap = 0.15             # carried back in whole sentences
 default_acl = ["public"]   # ACL of notes that declare none; `acl: []` in a note means nobody
 
 [embedding]
-provider = "e5"            # hash | e5 | use | minilm | openai | gemini
+provider = "e5"            # hash | e5 | e5-fast | use | minilm | openai | gemini
 threads = 1                # model threads; 1 avoids oversubscription on small machines
 batch_size = 16
+fast_tier = "auto"         # two-pass indexing: the e5-fast tier first, e5 behind it; "none": one pass
 
 [search]
 mode = "hybrid"            # bm25 | dense | hybrid
@@ -45,6 +46,7 @@ fusion = "zscore"          # zscore | rrf | minmax
 rrf_k = 60
 bm25_weight = 0.5
 dense_weight = 0.5
+fast_weight = 0.1          # the fast tier, for chunks still waiting for their e5 vector
 candidates = 100           # per route, before fusion
 principals = ["public"]    # who you search as by default
 """
@@ -87,7 +89,21 @@ def status(
     out.print(f"active  {info['active_space']}: {info['vectors_total']} vectors, {info['vectors_pending']} pending")
     for sp in info["spaces"]:
         out.print(f"space   {sp['name']}: {sp['vectors']} vectors")
+    for e in info["embedding"]:
+        if e["pending"] or e["running"]:
+            out.print(f"embed   {e['role']} {e['space']}: {embedding_line(e)}")
     out.print(f"gate    {calibration_line(info['calibration'])}")
+
+
+def embedding_line(e: dict[str, Any]) -> str:
+    """``1,200/5,000 (24%), running at 41.5 chunks/s, eta 1m32s``, or waiting for a run."""
+    total = max(int(e["total"]), 1)
+    line = f"{e['embedded']:,}/{e['total']:,} ({100 * e['embedded'] // total}%)"
+    if not e["running"]:
+        return line + ", waiting: `sunlib index` (or a running `sunlib serve` / `sunlib watch`) fills it in"
+    line += f", running at {e['rate']:.1f} chunks/s" if e["rate"] else ", running"
+    eta = e["eta_s"]
+    return line + (f", eta {int(eta) // 60}m{int(eta) % 60:02d}s" if eta is not None else "")
 
 
 def _status_files(vault: Path | None, config: Path | None, as_json: bool) -> None:

@@ -55,6 +55,10 @@ def retrieval(
             "--as-is", help="embed nothing: search the cached index with the vectors it has (some may be missing)"
         ),
     ] = False,
+    fast_only: Annotated[
+        bool,
+        typer.Option("--fast-only", help="embed the fast tier only: search as it is before the provider's vectors"),
+    ] = False,
     fill_missing: Annotated[
         bool | None,
         typer.Option(
@@ -92,6 +96,7 @@ def retrieval(
             limit_queries=limit_queries,
             rerank=rerank,
             as_is=as_is,
+            fast_only=fast_only,
         )
     if report is not None and report.suffix.lower() in (".html", ".htm"):
         report.parent.mkdir(parents=True, exist_ok=True)
@@ -108,7 +113,7 @@ def retrieval(
         )
     info = result.info
     if as_json:
-        extra = {k: info[k] for k in ("vectors_pending", "filled_in_per_query")} if as_is else {}
+        extra = {k: info[k] for k in ("vectors_pending", "filled_in_per_query")} if as_is or fast_only else {}
         print_json({**{k: result.metrics[k] for k in METRIC_KEYS}, **extra})
         return
     out.print(f"{info['dataset']} [{info['split']}] mode={mode} queries={info['queries']} docs={info['documents']}")

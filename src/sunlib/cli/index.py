@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import UserError
 from ..library import Library
-from ..sync.indexing import IndexReport
+from ..sync.indexing import IndexReport, Progress
 from ..sync.notes_io import remove_stale_temps
 from .app import app
 from .common import out, print_json, remember_vault
@@ -24,12 +24,19 @@ def index(
     path: Annotated[Path, typer.Argument(help="the vault folder to index")],
     no_embed: Annotated[bool, typer.Option("--no-embed", help="only the text index; vectors on a later run")] = False,
     provider: Annotated[
-        str | None, typer.Option(help="embedding provider (hash, e5, use, minilm, openai, gemini)")
+        str | None, typer.Option(help="embedding provider (hash, e5, e5-fast, use, minilm, openai, gemini)")
     ] = None,
     chunker: Annotated[str | None, typer.Option(help="structure (default) or fixed")] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bars")] = False,
+    fast_only: Annotated[
+        bool,
+        typer.Option(
+            "--fast-only",
+            help="text and the fast tier only: every kind of search works now; the provider's vectors on a later run",
+        ),
+    ] = False,
     watch: Annotated[
         bool, typer.Option("--watch", help="then keep watching: re-index files as they change, until Ctrl-C")
     ] = False,
@@ -40,8 +47,13 @@ def index(
     remember_vault(lib.vault)  # before the run: `sunlib status` finds the vault while a first index runs
     calibration: dict[str, Any] | None = None
     with lib, ProgressBars(enabled=not (quiet or as_json)) as bars:
-        report = lib.index(embed=False if no_embed else None, progress=bars, on_wait=waiting)
-        if lib.settings.answer.self_calibrate and not no_embed:
+        report = lib.index(
+            embed=False if no_embed else None,
+            backfill=not fast_only,
+            progress=bars if quiet or as_json else ready(lib, bars),
+            on_wait=waiting,
+        )
+        if lib.settings.answer.self_calibrate and not (no_embed or fast_only):
             calibration = _self_calibrate(lib, report, bars)
         status = lib.status().as_dict() if not no_embed else None
     if as_json:
@@ -93,6 +105,7 @@ def _print_report(
         ("unchanged", report.unchanged),
         ("failed", len(report.failed)),
         ("chunks written", report.chunks_written),
+        ("fast vectors", report.fast_vectors),
         ("vectors embedded", report.vectors_embedded),
         ("vectors from cache", report.vectors_from_cache),
         ("vectors pending", report.vectors_pending),
@@ -113,6 +126,27 @@ def _print_report(
             f"self-calibrated {calibration['key']}: threshold {calibration['threshold']:.4f}"
             f" (shipped {calibration['shipped_threshold']:.4f}) on {len(calibration['probe_questions'])} probes"
         )
+
+
+def ready(lib: Library, bars: Progress) -> Progress:
+    """The progress callback, plus one line when the fast tier is complete: search works from then
+    on (in this process's later commands and in any other), while the provider's vectors fill in."""
+    said = False
+
+    def progress(phase: str, done: int, total: int) -> None:
+        nonlocal said
+        bars(phase, done, total)
+        if phase == "fast" and 0 < total <= done and not said:
+            said = True
+            fast = lib.fast
+            name = fast[0].provider if fast else "fast"
+            sys.stderr.write(
+                f"search ready: every chunk has its {name} vector; {lib.embedder.provider} vectors fill in next"
+                " (stop any time: the next run goes on from there)\n"
+            )
+            sys.stderr.flush()
+
+    return progress
 
 
 def waiting(holder: int | None) -> None:

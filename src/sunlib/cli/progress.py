@@ -19,7 +19,7 @@ from rich.progress import (
 
 from .common import err
 
-LABELS = {"text": "notes -> text index", "vectors": "chunks -> vectors"}
+LABELS = {"text": "notes -> text index", "fast": "chunks -> fast vectors", "vectors": "chunks -> vectors"}
 LINE_EVERY = 10.0  # seconds between two plain lines of one phase
 
 

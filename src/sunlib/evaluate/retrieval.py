@@ -81,10 +81,13 @@ def evaluate_retrieval(
     limit_queries: int | None = None,
     rerank: str | None = None,
     as_is: bool = False,
+    fast_only: bool = False,
 ) -> RetrievalReport:
     """Metrics for one mode; with ``rerank`` (lexical, fusion, cross-encoder) the fused hits are
     reranked as ``sunlib ask`` does before documents are ranked ("hybrid+rerank"). With
-    ``as_is`` no vector is computed: the index is searched with the vectors it has."""
+    ``as_is`` no vector is computed: the index is searched with the vectors it has. With
+    ``fast_only`` only the fast tier's vectors are computed: search as it stands minutes into a
+    first index, before the provider's vectors have filled in (on an index that has none yet)."""
     if mode not in ("bm25", "dense", "hybrid"):
         raise UserError(f"unknown mode {mode!r}; choose one of: bm25, dense, hybrid")
     root = eval_cache_dir(dataset, settings)
@@ -94,7 +97,8 @@ def evaluate_retrieval(
         settings = settings.model_copy(update={"answer": settings.answer.model_copy(update={"reranker": rerank})})
     lib = Library(root / "vault", settings)
     try:
-        report = lib.index(embed=(mode != "bm25" or bool(rerank)) and not as_is, progress=progress)
+        embed = (mode != "bm25" or bool(rerank)) and not as_is
+        report = lib.index(embed=embed, backfill=not fast_only, progress=progress)
         reranker = create_reranker(settings.answer) if rerank else None
         if reranker is not None:
             reranker.bind(lib.store, settings, lib.rescore)
@@ -158,6 +162,8 @@ def evaluate_retrieval(
             "weights": {"bm25": settings.search.bm25_weight, "dense": settings.search.dense_weight},
             "vectors_embedded": report.vectors_embedded,
             "as_is": as_is,
+            "fast_tier": lib.fast[1].name if lib.fast is not None and mode != "bm25" else None,
+            "fast_only": fast_only,
             "vectors_pending": lib.store.vectors.count_pending(lib.space)[0] if mode != "bm25" else None,
             "fill_missing": settings.search.fill_missing if mode == "hybrid" else None,
             "filled_in_per_query": round(sum(filled) / len(filled), 2) if filled else 0.0,

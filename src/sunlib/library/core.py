@@ -42,11 +42,21 @@ from ..retrieve import SearchEngine, SearchRequest
 from ..store import LOCAL_OWNER, ConversationRecord, DerivedLexical, Reconciled, Space, Store
 from ..store.lock import IndexerLock, OnWait, indexer_lock
 from ..sync.freshness import Freshness, FreshRead, fresh_read
-from ..sync.indexing import IndexReport, Progress, crosslang_space, embed_pending, rescore_space, space_for, sync_text
+from ..sync.indexing import (
+    IndexReport,
+    Progress,
+    crosslang_space,
+    embed_pending,
+    fast_space,
+    pace_of,
+    rescore_space,
+    space_for,
+    sync_text,
+)
 from ..trace import Listener, Tracer
 from .compose import Shared, ThreadStores
 from .notes import Notes
-from .records import Calibration, CalibrationState, Status
+from .records import Calibration, CalibrationState, Embedding, Status
 
 if TYPE_CHECKING:
     from ..answer.pipeline import Asker
@@ -54,6 +64,10 @@ if TYPE_CHECKING:
     from .compose import IndexStore
 
 DB_NAME = "sunlib.db"
+
+
+PACE_STALE_S = 60.0  # an embedding run silent this long is taken to have stopped
+FAST_BATCH = 512  # fast-tier vectors per write: a lookup and a mean each, so thousands a second
 
 
 def _quiet(phase: str, done: int, total: int) -> None:
@@ -193,6 +207,13 @@ class Library:
         return self._shared.part(key, lambda: crosslang_space(s, self.embedder, self.space))
 
     @property
+    def fast(self) -> tuple[Embedder, Space] | None:
+        """The fast tier's embedder and space (``[embedding] fast_tier``); None when there is none."""
+        s = self._settings
+        key = ("fast", s.embedding.model_dump_json(), s.index.model_dump_json())
+        return self._shared.part(key, lambda: fast_space(s, self.embedder))
+
+    @property
     def translator(self) -> ChatModel | None:
         """The chat model that translates cross-language questions for BM25: the writer's LLM
         (``[answer] writer`` openai or llama-cpp, configured by ``[llm]``) when ``[search]
@@ -230,12 +251,18 @@ class Library:
     # -- verbs ---------------------------------------------------------------------------
 
     def index(
-        self, *, embed: bool | None = None, progress: Progress | None = None, on_wait: OnWait | None = None
+        self,
+        *,
+        embed: bool | None = None,
+        backfill: bool = True,
+        progress: Progress | None = None,
+        on_wait: OnWait | None = None,
     ) -> IndexReport:
-        """Bring the index up to date with the vault: text first, then (optionally) vectors.
-        Holds the indexer lock throughout; while another process holds it, waits (``on_wait``
-        is told once, with that process's pid). Vectors of every space are reconciled with
-        the text, so what an earlier crash or race left out of step is repaired."""
+        """Bring the index up to date with the vault: text first, then (optionally) vectors: the
+        fast tier's, then the provider's and the second spaces' (``backfill=False``: the fast tier's
+        only, the rest on a later run). Holds the indexer lock throughout; while another process
+        holds it, waits (``on_wait`` is told once, with that process's pid). Vectors of every space
+        are reconciled with the text, so what an earlier crash or race left out of step is repaired."""
         self._refuse_on_replica("index")
         store = self.store
         with self.indexer_lock.held(on_wait=on_wait):
@@ -245,7 +272,7 @@ class Library:
                 store.lexical.refresh()
             store.reconcile()
             if self.settings.index.embed if embed is None else embed:
-                self.embed(report, progress)
+                self._embed(report, progress, backfill)
             else:
                 report.vectors_pending = store.vectors.count_pending(self.space)[0]
         return report
@@ -267,11 +294,23 @@ class Library:
         with self.indexer_lock.held():
             return self._embed(report or IndexReport(), progress)
 
-    def _embed(self, report: IndexReport, progress: Progress | None) -> IndexReport:
+    def _embed(self, report: IndexReport, progress: Progress | None, backfill: bool = True) -> IndexReport:
+        """The fast tier first (every chunk searchable by meaning within minutes), then the provider's
+        space, then the second spaces (the cross-language route's, the fusion reranker's)."""
         batch = self.settings.embedding.batch_size
+        fast = self.fast
+        if fast is not None:
+            first = embed_pending(
+                self.store, fast[0], fast[1], FAST_BATCH, IndexReport(), progress or _quiet, False, "fast"
+            )
+            report.fast_vectors = first.vectors_embedded + first.vectors_from_cache
+            report.fast_seconds = first.embed_seconds
+            if not backfill:
+                report.vectors_pending = self.store.vectors.count_pending(self.space)[0]
+                return report
         embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
-        done = {self.space.name}
-        for second in (self.crosslang, self.rescore):  # the cross-language route's, the fusion reranker's
+        done = {self.space.name} | ({fast[1].name} if fast is not None else set())
+        for second in (self.crosslang, self.rescore):
             if second is not None and second[1].name not in done:
                 embedder, space = second
                 embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
@@ -292,6 +331,7 @@ class Library:
         mode = mode or self.settings.search.mode
         needs_vectors = mode in ("dense", "hybrid")
         crosslang = self.crosslang if mode == "hybrid" else None
+        fast = self.fast if needs_vectors else None
         engine = SearchEngine(
             self.store,
             self.settings.search,
@@ -299,6 +339,7 @@ class Library:
             self.embedder.embed_query if needs_vectors else None,
             crosslang=(crosslang[1], crosslang[0].embed_query) if crosslang is not None else None,
             chat=self.translator if mode == "hybrid" else None,
+            fast=(fast[1], fast[0].embed_query) if fast is not None else None,
         )
         request = SearchRequest(
             query=query,
@@ -461,7 +502,37 @@ class Library:
             spaces=tuple(store.vectors.spaces()),
             text_indexed_at=store.get_meta("text_indexed_at"),
             calibration=self.calibration(),
+            embedding=self._embedding_progress(),
         )
+
+    def filled_spaces(self) -> list[tuple[str, Space]]:
+        """(role, space) of each vector space indexing fills, in its order: ``fast``, ``main`` (the
+        active space), ``crosslang``, ``rescore`` (each once)."""
+        roles: list[tuple[str, Space]] = []
+        if self.fast is not None:
+            roles.append(("fast", self.fast[1]))
+        roles.append(("main", self.space))
+        for role, second in (("crosslang", self.crosslang), ("rescore", self.rescore)):
+            if second is not None and all(second[1].name != sp.name for _, sp in roles):
+                roles.append((role, second[1]))
+        return roles
+
+    def _embedding_progress(self) -> tuple[Embedding, ...]:
+        """Each space this library fills: how far it is, and while a run embeds it, its pace and ETA."""
+        store = self.store
+        out = []
+        now = time.time()
+        for role, space in self.filled_spaces():
+            pending, total = store.vectors.count_pending(space)
+            pace = pace_of(store, space) or {}
+            rate = pace.get("rate")
+            updated = pace.get("updated")
+            # a run that wrote nothing for a while is gone (stopped, or killed mid-batch)
+            running = bool(pace.get("running")) and isinstance(updated, float) and now - updated < PACE_STALE_S
+            speed = float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
+            eta = round(pending / speed, 1) if running and speed and pending else None
+            out.append(Embedding(role, space.name, total - pending, total, running and pending > 0, speed, eta))  # type: ignore[arg-type]
+        return tuple(out)
 
 
 def preload_reader(settings: Settings) -> None:

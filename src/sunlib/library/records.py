@@ -41,6 +41,26 @@ class Calibration:
 
 
 @dataclass(frozen=True)
+class Embedding:
+    """One vector space this library fills, in the order indexing fills them: ``fast`` (the fast
+    tier, first), ``main`` (the provider's, the active space), ``crosslang`` and ``rescore``. While
+    a run embeds it, ``running`` is true and ``rate`` (chunks a second) and ``eta_s`` say how long
+    the rest will take; ``rate`` stays the last run's after it ends."""
+
+    role: Literal["fast", "main", "crosslang", "rescore"]
+    space: str
+    embedded: int
+    total: int
+    running: bool = False
+    rate: float | None = None
+    eta_s: float | None = None
+
+    @property
+    def pending(self) -> int:
+        return self.total - self.embedded
+
+
+@dataclass(frozen=True)
 class Status:
     """The index as it stands: where it is, what it holds, its vector spaces and the gate's threshold."""
 
@@ -54,6 +74,7 @@ class Status:
     spaces: tuple[SpaceInfo, ...]
     text_indexed_at: str | None
     calibration: Calibration
+    embedding: tuple[Embedding, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -67,4 +88,5 @@ class Status:
             "spaces": [dataclasses.asdict(s) for s in self.spaces],
             "text_indexed_at": self.text_indexed_at,
             "calibration": self.calibration.as_dict(),
+            "embedding": [{**dataclasses.asdict(e), "pending": e.pending} for e in self.embedding],
         }

@@ -63,6 +63,7 @@ def _builtin(kind: str, name: str, target: str) -> EntryPoint:
 BUILTINS = (
     _builtin("embedder", "hash", "embedders.hashing:create_hash"),
     _builtin("embedder", "e5", "embedders.local:create_e5"),
+    _builtin("embedder", "e5-fast", "embedders.fast:create_fast"),
     _builtin("embedder", "use", "embedders.local:create_use"),
     _builtin("embedder", "minilm", "embedders.local:create_minilm"),
     _builtin("embedder", "openai", "embedders.http:create_openai"),

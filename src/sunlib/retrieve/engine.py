@@ -47,11 +47,12 @@ class SearchEngine:
         retriever: Retriever | None = None,
         crosslang: tuple[Space, Callable[[str], np.ndarray]] | None = None,
         chat: ChatModel | None = None,
+        fast: tuple[Space, Callable[[str], np.ndarray]] | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.space = space
-        self.retriever = retriever or Retriever.default(store, settings, space, embed_query, crosslang, chat)
+        self.retriever = retriever or Retriever.default(store, settings, space, embed_query, crosslang, chat, fast)
 
     def search(self, req: SearchRequest, tracer: Tracer | None = None) -> SearchResult:
         _validate(req)

@@ -68,6 +68,7 @@ def fuse(
     k: int = 60,
     unscored: Mapping[str, Collection[str]] | None = None,
     scopes: Mapping[str, Collection[str]] | None = None,
+    references: Mapping[str, Sequence[float]] | None = None,
 ) -> list[Fused]:
     """Fuse ranked (key, score) lists, best first.
 
@@ -76,17 +77,20 @@ def fuse(
     only (the cross-language routes search the other script), the keys it could have returned.
     With z-score fusion, an item of that scope the route did not return counts at the route's
     lowest z, as usual; an item outside it counts as neutral (z = 0, rank 0, contribution 0): the
-    route says nothing about it."""
+    route says nothing about it. ``references``: per route, the scores its list is standardised
+    against (zscore, minmax) when they are not the list's own: a route that returns part of what it
+    ranked (the fast tier returns the chunks still without a main vector) is scaled as the whole."""
     if method not in FUSIONS:
         raise ConfigError(f"unknown fusion {method!r}; choose one of: {', '.join(FUSIONS)}")
     weights = weights or {}
     per_route: dict[str, dict[str, RouteScore]] = {}
     floors: dict[str, RouteScore] = {}
     norms: dict[str, Callable[[int, float], float]] = {}
+    references = references or {}
     for route, items in lists.items():
         w = weights.get(route, 1.0)
         scores = [s for _, s in items]
-        norm = norms[route] = _normaliser(method, scores, k)
+        norm = norms[route] = _normaliser(method, list(references.get(route, scores)), k)
         for rank, (key, score) in enumerate(items, start=1):
             per_route.setdefault(key, {})[route] = RouteScore(rank, score, w * norm(rank, score))
         if method == "zscore" and scores:

@@ -4,7 +4,9 @@ Its default configuration is BM25 ("bm25") and dense ("dense"), and, with ``[sea
 (on by default), the cross-language routes: dense in a second space ("crosslang") and BM25 on a
 translated question ("translated", "translated-llm"), both among the chunks in the other script
 than the question's. A mode picks routes by name: "hybrid" runs them all, any other mode the
-route of that name. With two lists or more, "Hybrid Fusion" fuses them (every item keeps each
+route of that name. While the dense route's space is filling in, the fast-tier route ("dense-fast")
+ranks the chunks still without a vector there, from the fast tier's vectors (``FastTierRoute``).
+With two lists or more, "Hybrid Fusion" fuses them (every item keeps each
 route's rank, score and contribution); a single list is ranked as it is, equal scores ordered by
 chunk id.
 
@@ -37,7 +39,9 @@ from .fusion import fuse
 from .routes import (
     CrossLanguageRoute,
     DenseRoute,
+    FastTierRoute,
     LexicalRoute,
+    PartOfRanking,
     Route,
     TranslatedRoute,
     dictionary_translation,
@@ -71,15 +75,19 @@ class Retriever:
         embed_query: Callable[[str], np.ndarray] | None,
         crosslang: tuple[Space, Callable[[str], np.ndarray]] | None = None,
         chat: ChatModel | None = None,
+        fast: tuple[Space, Callable[[str], np.ndarray]] | None = None,
     ) -> Retriever:
         """BM25 and dense, weighted by ``bm25_weight`` and ``dense_weight``. With ``[search]
         crosslang``: the cross-language route when ``crosslang`` (a space and its query embedder) is
         given (``crosslang_weight``), BM25 on the dictionary's translation (``dictionary_weight``),
-        and BM25 on the chat model's translation when ``chat`` is given (``llm_weight``)."""
-        routes: list[Route] = [
-            LexicalRoute(store.lexical, settings.bm25_weight),
-            DenseRoute(store.vectors, space, embed_query, settings.dense_weight),
-        ]
+        and BM25 on the chat model's translation when ``chat`` is given (``llm_weight``). With
+        ``fast`` (the fast tier's space and query embedder): the fast-tier route, which ranks the
+        chunks still waiting for their vector in ``space`` (``fast_weight``)."""
+        dense = DenseRoute(store.vectors, space, embed_query, settings.dense_weight)
+        routes: list[Route] = [LexicalRoute(store.lexical, settings.bm25_weight), dense]
+        if fast is not None and space is not None and fast[0].name != space.name:
+            dense.backup = fast[0].provider
+            routes.append(FastTierRoute(store.vectors, space, fast[0], fast[1], settings.fast_weight))
         if crosslang is not None and settings.crosslang:
             routes.append(
                 CrossLanguageRoute(
@@ -116,7 +124,9 @@ class Retriever:
         return cls(routes, settings)
 
     def routes_for(self, mode: str) -> tuple[Route, ...]:
-        return self.routes if mode == "hybrid" else tuple(r for r in self.routes if r.name == mode)
+        """Hybrid: every route; another mode: the route of that name (dense: with the fast tier's)."""
+        names = {mode, "dense-fast"} if mode == "dense" else {mode}
+        return self.routes if mode == "hybrid" else tuple(r for r in self.routes if r.name in names)
 
     def retrieve(
         self, query: str, visibility: Visibility, mode: str, pool: int, tracer: Tracer, shown: int = 10
@@ -145,7 +155,8 @@ class Retriever:
                     )
         with tracer.step(Step.FUSION, " + ".join(f"{len(v)} {k}" for k, v in lists.items())) as step:
             unscored = _unscored(routes, lists) if s.fill_missing else {}
-            fused = fuse(lists, s.fusion, weights, s.rrf_k, unscored, scopes)
+            references = {name: items.reference for name, items in lists.items() if isinstance(items, PartOfRanking)}
+            fused = fuse(lists, s.fusion, weights, s.rrf_k, unscored, scopes, references)
             filled = sum(1 for f in fused if f.filled)
             step.done(
                 f"{len(fused)} unique chunks" + (f", {filled} filled in for missing vectors" if filled else ""),

@@ -28,6 +28,15 @@ from ..trace import StepRecorder, Tracer
 Ranked = list[tuple[str, float]]
 
 
+class PartOfRanking(Ranked):
+    """A route's list that is part of what it ranked: ``reference`` holds the scores of the whole
+    ranking, which fusion standardises the part against (so one item is not its own mean)."""
+
+    def __init__(self, items: Ranked, reference: Sequence[float]) -> None:
+        super().__init__(items)
+        self.reference = list(reference)
+
+
 class Route(Protocol):
     name: str
     weight: float
@@ -90,6 +99,7 @@ class DenseRoute:
         self.embed_query = embed_query
         self.weight = weight
         self.name = name
+        self.backup: str | None = None  # the fast tier's space, when one ranks what this route cannot yet
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
         with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
@@ -139,9 +149,16 @@ class DenseRoute:
         if self.vectors.fully_embedded(space):  # two counts; skips the per-filter scan in the common case
             return 0
         if not self.vectors.has_space(space):
-            tracer.warn(f"{self.label} skipped: no vectors in {space.provider}:{space.model} yet; run `sunlib index`")
+            meanwhile = f"the fast tier ({self.backup}) ranks meanwhile" if self.backup else "run `sunlib index`"
+            tracer.warn(f"{self.label} skipped: no vectors in {space.provider}:{space.model} yet; {meanwhile}")
             return None
         missing, total = self.vectors.count_pending(space, visibility)
+        if total and missing == total and self.backup:
+            tracer.warn(
+                f"{self.label}: none of the {total} visible chunks has its {space.provider} vector yet; "
+                f"the fast tier ({self.backup}) ranks them meanwhile"
+            )
+            return None
         if total and missing == total:
             others = {sp.provider for sp in self.vectors.spaces() if sp.vectors and sp.name != space.name}
             hint = f" (this index has vectors from: {', '.join(sorted(others))})" if others else ""
@@ -151,11 +168,76 @@ class DenseRoute:
             )
             return None
         if missing:
+            meanwhile = f"the fast tier ({self.backup}) and BM25 rank them" if self.backup else "BM25 covers them"
             tracer.warn(
                 f"{self.label} covers {total - missing}/{total} visible chunks; {missing} still wait "
-                "for vectors (BM25 covers them; run `sunlib index` to finish)"
+                f"for vectors ({meanwhile}; run `sunlib index` to finish)"
             )
         return missing
+
+
+class FastTierRoute(DenseRoute):
+    """While the main space fills in, KNN in the fast tier's space for the chunks that still wait
+    for their main vector (step "Fast-tier Retrieval", route "dense-fast").
+
+    Each chunk is ranked by the best vectors it has: the dense route scores those with a main
+    vector, this route those without one, and fusion fills in for each route the chunks the other
+    one scores (``unscored``), so every chunk counts once per tier and the scores of two models are
+    never compared raw. Once every chunk has its main vector the route stays silent (no step, no
+    list) and search is what it is without a fast tier. The gate and the answer scorer read the
+    "dense" route's cosine only: the fast tier's never reaches what they were calibrated on."""
+
+    step = Step.DENSE_FAST
+    label = "fast-tier route"
+
+    def __init__(
+        self,
+        vectors: VectorIndex,
+        main: Space | None,
+        space: Space,
+        embed_query: Callable[[str], np.ndarray],
+        weight: float,
+    ) -> None:
+        super().__init__(vectors, space, embed_query, weight, "dense-fast")
+        self.main = main
+
+    def active(self) -> bool:
+        return self.main is None or not self.vectors.fully_embedded(self.main)
+
+    def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
+        if not self.active():
+            return None
+        assert self.space is not None and self.embed_query is not None
+        with tracer.step(self.step, f"query={query!r} pool={pool}") as step:
+            if not self.vectors.has_space(self.space):
+                step.skip(f"no vectors yet in space {self.space.name}")
+                return None
+            # The chunks with a main vector are the dense route's; a wider pool leaves enough without.
+            # The scores are standardised against the fast tier's whole top ``pool``, as the dense
+            # route's are against its own, so that the two routes' z-scores compare.
+            ranked = self.vectors.knn(self.space, self.embed_query(query), visibility, pool * FAST_POOL_FACTOR)
+            waiting = self._waiting([c for c, _ in ranked])
+            items = PartOfRanking([item for item in ranked if item[0] in waiting][:pool], [s for _, s in ranked[:pool]])
+            step.done(
+                f"{len(items)} chunks still without a {self.main.provider if self.main else 'main'} vector"
+                + (f", top cosine {items[0][1]:.3f}" if items else ""),
+                space=self.space.name,
+                main_space=self.main.name if self.main else None,
+                top=[{"chunk_id": c, "cosine": round(s, 4)} for c, s in items[:10]],
+            )
+            return items
+
+    def _waiting(self, chunk_ids: Sequence[str]) -> set[str]:
+        return set(chunk_ids) if self.main is None else self.vectors.without_vectors(self.main, chunk_ids)
+
+    def unscored(self, chunk_ids: Sequence[str]) -> set[str]:
+        """The chunks the dense route scores (they have a main vector), and those with no fast vector."""
+        assert self.space is not None
+        waiting = self._waiting(chunk_ids)
+        return (set(chunk_ids) - waiting) | self.vectors.without_vectors(self.space, list(waiting))
+
+
+FAST_POOL_FACTOR = 4
 
 
 SCRIPT_NAMES = {"cjk": "Chinese, Japanese or Korean", "other": "languages without CJK characters"}

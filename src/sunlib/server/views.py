@@ -107,6 +107,22 @@ def index_status(library: Library, reader: Reader, jobs: Sequence[Job]) -> dict[
         space = Space(info.provider, info.model, info.dim, info.chunker)
         waiting, chunks = store.vectors.count_pending(space, visibility)
         spaces.append({**dataclasses.asdict(info), "vectors": chunks - waiting})
+    # each space's progress among the visible chunks only; the pace and ETA count every chunk, so they are withheld
+    embedding = []
+    for role, space in library.filled_spaces():
+        waiting, chunks = store.vectors.count_pending(space, visibility)
+        embedding.append(
+            {
+                "role": role,
+                "space": space.name,
+                "embedded": chunks - waiting,
+                "total": chunks,
+                "pending": waiting,
+                "running": None,
+                "rate": None,
+                "eta_s": None,
+            }
+        )
     calibration = status["calibration"]
     if isinstance(calibration, dict) and "stored" in calibration:
         calibration = {**calibration, "stored": None}  # figures measured over every note
@@ -118,6 +134,7 @@ def index_status(library: Library, reader: Reader, jobs: Sequence[Job]) -> dict[
         "vectors_pending": pending,
         "vectors_total": total - pending,
         "spaces": spaces,
+        "embedding": embedding,
         "calibration": calibration,
         "text_indexed_at": None,  # a hidden write moves it too
         "jobs": shown,

@@ -15,6 +15,7 @@ is never embedded twice, even when its note changed around it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import stat
 import time
@@ -48,7 +49,9 @@ class IndexReport:
     vectors_from_cache: int = 0
     vectors_skipped: int = 0  # listed as pending, then deleted, rewritten or embedded elsewhere before their batch
     vectors_pending: int = 0
+    fast_vectors: int = 0  # fast-tier vectors written (embedded or from the cache), before the others
     text_seconds: float = 0.0
+    fast_seconds: float = 0.0
     embed_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
@@ -195,6 +198,22 @@ def rescore_space(settings: Settings) -> tuple[Embedder, Space] | None:
     return embedder, space_for(embedder, settings.index)
 
 
+FAST_TIERS = {"e5": "e5-fast"}  # provider -> the fast tier distilled from it
+
+
+def fast_space(settings: Settings, embedder: Embedder) -> tuple[Embedder, Space] | None:
+    """The fast tier's embedder and space (``[embedding] fast_tier``); None when there is none (or
+    it would be the provider itself)."""
+    name = settings.embedding.fast_tier.strip().lower()
+    if name == "auto":
+        name = FAST_TIERS.get(embedder.provider, "none")
+    if name in ("", "none", "off") or name == embedder.provider:
+        return None
+    embedding = settings.embedding.model_copy(update={"provider": name, "model": None, "dimensions": None})
+    fast = create_embedder(embedding)
+    return fast, space_for(fast, settings.index)
+
+
 def crosslang_provider(settings: Settings, embedder: Embedder) -> str | None:
     """The provider whose space the cross-language route searches; None when the route is off."""
     search = settings.search
@@ -229,6 +248,7 @@ def embed_pending(
     report: IndexReport,
     progress: Progress = _noop,
     active: bool = True,
+    phase: str = "vectors",
 ) -> IndexReport:
     """Reconcile the space's vectors with the text, then embed every chunk without a vector
     (cache first), committing per batch. Each vector is written with the stamp of the chunk it
@@ -238,18 +258,20 @@ def embed_pending(
     deleted or replaced while its vectors waited) are skipped, never embedded
     (``vectors_skipped``); a rewritten chunk's new version is listed and embedded in its turn.
 
-    ``active=False`` for a second space (vectors for rescoring): it does not become the index's space."""
+    ``active=False`` for a second space (the fast tier, vectors for rescoring): it does not become
+    the index's space. ``phase``: the name progress reports under."""
     t0 = time.perf_counter()
     vectors = store.vectors
     vectors.ensure_space(space)
     vectors.reconcile(space)
     total, _ = vectors.count_pending(space)
     done = 0
-    progress("vectors", 0, total)
+    progress(phase, 0, total)
     # A vector is refused when another writer rewrote its chunk meanwhile: the new version is
     # pending (with a new stamp) and embedded here too; each version is tried at most once.
     tried: set[tuple[str, int]] = set()
     refused = 0
+    pace = Pace(store, space)
     while True:
         listed = vectors.pending(space, limit=PENDING_PAGE + refused)
         page = [p for p in listed if (p.chunk_id, p.stamp) not in tried]
@@ -267,7 +289,7 @@ def embed_pending(
             refused += len(hits) - vectors.upsert(space, hits, cache=False)
             report.vectors_from_cache += len(hits)
             done += len(hits)
-            progress("vectors", done, total)
+            progress(phase, done, total)
         misses = [p for p in page if p.embed_hash not in cached]
         for i in range(0, len(misses), batch_size):
             listed_batch = misses[i : i + batch_size]
@@ -284,14 +306,56 @@ def embed_pending(
                 refused += len(items) - vectors.upsert(space, items)
                 report.vectors_embedded += len(batch)
                 done += len(batch)
-            progress("vectors", done, total)
+                pace.tick(len(batch))
+            progress(phase, done, total)
     if isinstance(vectors, DerivedVectors):  # an engine with derived data (an HNSW graph) saves it now
         vectors.refresh(space)
+    pace.finish()
     report.vectors_pending = vectors.count_pending(space)[0]
     report.embed_seconds = time.perf_counter() - t0
     if active:
         store.set_meta("space", space.name)
     return report
+
+
+PACE_KEY = "embedding:"  # + space name: the pace of the run embedding that space (``Pace``)
+PACE_EVERY = 2.0  # seconds between two writes of it
+
+
+class Pace:
+    """The embedding rate of one run in one space, kept in the index's meta (``embedding:<space>``)
+    so that ``sunlib status`` in another process can give the ETA of a backfill."""
+
+    def __init__(self, store: DocumentStore, space: Space) -> None:
+        self.store, self.key = store, PACE_KEY + space.name
+        self.t0 = self.written = time.time()
+        self.embedded = 0
+
+    def tick(self, n: int) -> None:
+        self.embedded += n
+        now = time.time()
+        if now - self.written >= PACE_EVERY:
+            self._write(now, running=True)
+
+    def finish(self) -> None:
+        if self.embedded:
+            self._write(time.time(), running=False)
+
+    def _write(self, now: float, running: bool) -> None:
+        self.written = now
+        rate = self.embedded / max(now - self.t0, 1e-6)
+        value = {"rate": round(rate, 3), "updated": now, "running": running, "pid": os.getpid()}
+        self.store.set_meta(self.key, json.dumps(value))
+
+
+def pace_of(store: DocumentStore, space: Space) -> dict[str, object] | None:
+    """What ``Pace`` last wrote for the space, or None."""
+    raw = store.get_meta(PACE_KEY + space.name)
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def sync_paths(store: DocumentStore, vault: Path, settings: IndexSettings, paths: Iterable[str]) -> IndexReport:

@@ -1138,6 +1138,18 @@
         ),
         el("h3", { text: "Embedding spaces" }),
         (s.spaces || []).length ? renderRows(s.spaces, 0) : el("p", { class: "muted", text: "none yet" }),
+        el("h3", { text: "Embedding progress" }),
+        renderRows(
+          (s.embedding || []).map((e) => ({
+            tier: e.role,
+            space: e.space,
+            embedded: `${e.embedded}/${e.total}`,
+            state: e.running ? "running" : e.pending ? "waiting" : "done",
+            pace: e.rate ? `${e.rate.toFixed(1)} chunks/s` : "",
+            eta: e.eta_s == null ? "" : `${Math.round(e.eta_s)} s`,
+          })),
+          0,
+        ),
       );
       const running = (s.jobs || []).find((j) => j.status === "queued" || j.status === "running");
       if (running && !polling) pollJob(running.job_id);

@@ -1,0 +1,134 @@
+"""The fast tier (e5 distilled into a static table) and two-pass indexing: the real bundled table,
+a real index. The main space here is the hash embedder's, so a test controls which chunks have
+their main vector by deleting some (as if e5 had not reached them yet)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sunlib import Library
+from sunlib.config import EmbeddingSettings
+from sunlib.contracts import SearchResult
+from sunlib.providers import create_embedder
+from sunlib.steps import Step
+from sunlib.store import Visibility
+
+NOTES = {
+    "tides.md": "# Tides\n\nThe harbour gate closes two hours before high tide.\n",
+    "kiln.md": "# Kiln\n\nFire the kiln slowly: raise the heat by fifty degrees an hour.\n",
+    "library.md": "# Library\n\nBooks are lent for three weeks and can be renewed twice.\n",
+    "bees.md": "# 蜜蜂\n\n蜂箱在冬天需要挡风，巢门要缩小。\n",
+}
+
+
+@pytest.fixture(scope="module")
+def fast() -> object:
+    return create_embedder(EmbeddingSettings(provider="e5-fast"))
+
+
+def test_vectors_are_unit_length_deterministic_and_bilingual(fast: object) -> None:
+    texts = ["The harbour gate closes before high tide.", "港口的闸门在涨潮前关闭。", "Fire the kiln slowly."]
+    a, b = fast.embed(texts), fast.embed(texts)  # type: ignore[attr-defined]
+    assert a.shape == (3, fast.dim) and a.dtype == np.float32  # type: ignore[attr-defined]
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(a, b)
+    # a Chinese sentence lies nearer its English translation than an unrelated English sentence
+    assert float(a[1] @ a[0]) > float(a[1] @ a[2])
+    q = fast.embed_query("when does the harbour gate close?")  # type: ignore[attr-defined]
+    assert q.shape == (fast.dim,) and float(q @ a[0]) > float(q @ a[2])  # type: ignore[attr-defined]
+
+
+def _open(root: Path, fast_tier: str = "e5-fast") -> Library:
+    return Library.open(
+        root / "vault", embedding={"provider": "hash", "fast_tier": fast_tier}, index_dir=root / f"index-{fast_tier}"
+    )
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Iterator[tuple[Library, Library]]:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name, text in NOTES.items():
+        (vault / name).write_text(text, encoding="utf-8")
+    with _open(tmp_path) as tiered, _open(tmp_path, "none") as plain:
+        tiered.index()
+        plain.index()
+        yield tiered, plain
+
+
+def ranking(result: SearchResult) -> list[tuple[object, ...]]:
+    return [(h.chunk_id, h.score, tuple(sorted(h.routes.items()))) for h in result.hits]
+
+
+def steps(result: SearchResult) -> list[str]:
+    return [s.name for s in result.trace.steps]
+
+
+def test_the_fast_tier_is_embedded_first_and_silent_once_the_main_space_is_full(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name, text in NOTES.items():
+        (vault / name).write_text(text, encoding="utf-8")
+    phases: list[str] = []
+    with _open(tmp_path) as lib:
+        report = lib.index(progress=lambda phase, done, total: phases.append(phase))
+        assert lib.fast is not None
+        fast_space = lib.fast[1]
+        assert report.fast_vectors == len(NOTES) and report.vectors_embedded == len(NOTES)
+        assert phases.index("fast") < phases.index("vectors")  # every chunk has a fast vector before e5 starts
+        assert lib.store.vectors.count_pending(fast_space)[0] == 0
+        assert lib.status().active_space == lib.space.name  # the fast tier never becomes the index's space
+        again = lib.index()
+        assert again.fast_vectors == 0 and again.vectors_embedded == 0  # nothing done is redone
+
+
+def test_with_every_main_vector_search_is_exactly_what_it_is_without_a_fast_tier(two: tuple[Library, Library]) -> None:
+    tiered, plain = two
+    for mode in ("hybrid", "dense"):
+        a, b = (
+            tiered.search("when does the harbour gate close", mode=mode),
+            plain.search("when does the harbour gate close", mode=mode),
+        )
+        assert ranking(a) == ranking(b)
+        assert Step.DENSE_FAST not in steps(a)
+
+
+def test_chunks_without_their_main_vector_are_ranked_by_the_fast_tier(two: tuple[Library, Library]) -> None:
+    lib, _ = two
+    rows = {r.path: r.chunk_id for r in lib.store.chunks_by_ids(_all_chunks(lib))}
+    assert len(rows) == len(NOTES)
+    waiting = rows["tides.md"]
+    lib.store.vectors.delete(lib.space, [waiting])  # e5 has not reached this chunk yet
+    result = lib.search("when does the harbour gate close", mode="hybrid")
+    assert Step.DENSE_FAST in steps(result)
+    by_path = {h.path: h for h in result.hits}
+    tides = by_path["tides.md"]
+    assert tides.routes["dense-fast"].rank >= 1 and tides.routes["dense"].rank == 0  # scored by its best tier
+    for path, hit in by_path.items():
+        if path != "tides.md" and "dense" in hit.routes:
+            assert hit.routes["dense"].rank >= 1  # the others keep their main cosine
+            assert "dense-fast" not in hit.routes or hit.routes["dense-fast"].rank == 0  # and no fast one
+    step = next(s for s in result.trace.steps if s.name == Step.DENSE_FAST)
+    assert step.details["space"] == lib.fast[1].name and step.details["main_space"] == lib.space.name  # type: ignore[index]
+
+    lib.index()  # the backfill reaches it: the fast tier falls silent
+    assert Step.DENSE_FAST not in steps(lib.search("when does the harbour gate close", mode="hybrid"))
+
+
+def test_with_no_main_vectors_at_all_dense_search_runs_on_the_fast_tier(two: tuple[Library, Library]) -> None:
+    lib, _ = two
+    lib.store.vectors.delete(lib.space, _all_chunks(lib))
+    dense = lib.search("蜂箱 冬天", mode="dense")
+    assert dense.hits and all(set(h.routes) == {"dense-fast"} for h in dense.hits)
+    assert dense.hits[0].path == "bees.md"
+    # cross-language: an English question finds the Chinese note by meaning
+    english = lib.search("beehive entrance in winter", mode="dense")
+    assert english.hits[0].path == "bees.md"
+
+
+def _all_chunks(lib: Library) -> list[str]:
+    return lib.store.visible_chunk_ids(Visibility.of(["public"]))

@@ -1,0 +1,1 @@
+"""Builds the fast embedding tier (``sunlib.providers.embedders.e5fast``) from multilingual-e5-small."""
