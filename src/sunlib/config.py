@@ -189,6 +189,12 @@ class AnswerSettings(BaseModel):
     rescore_weight: float = Field(0.5, ge=0.0, le=1.0)
     candidates: int = Field(30, ge=1, le=1000)  # fused hits the reranker sees
     top_k: int = Field(5, ge=1, le=50)  # evidence chunks kept after selection
+    # A passage in the other script than a kept one whose e5 cosine with it is at least this is taken
+    # as its translation (a bilingual vault of translated pages): one of the two is kept, the one in
+    # the question's language. 0.80 caught 86% of XQuAD's en/zh paragraph twins and 1.5% of other
+    # paragraph pairs of the same article (docs/evaluation.md, "Translated pages"). e5's cosine only:
+    # another provider keeps both. 0: off.
+    translation_cosine: float = Field(0.80, ge=0, le=1)
     # Seed 002 phase 1: drop candidates whose rerank score (top = 1.0) is below this.
     min_score: float = Field(0.05, ge=0.0, le=1.0)
     # Refusal gate. "score" (the default): the score gate below, fitted on the bundled calibration set.

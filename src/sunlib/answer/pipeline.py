@@ -51,7 +51,7 @@ from .planner import create_planner_model
 from .refusals import joined, localized, refusal
 from .result import AskResult
 from .router import Router, direct_reply, language
-from .select import Selection
+from .select import Selection, Vectors
 from .stages import (
     ContextStage,
     Question,
@@ -91,6 +91,7 @@ class Asker:
         judge: AnswerabilityJudge | None = None,
         judge_off: str = "judge off",
         reader: Callable[[], Reader | None] = lambda: None,
+        vectors: Vectors | None = None,
     ) -> None:
         self.reader = reader
         self.settings = settings
@@ -105,7 +106,7 @@ class Asker:
             RerankStage(reranker),
         )
         select_stage = SelectStage(
-            settings, store, profile_for(settings.embedding.provider), space_name, sentence_model, reader
+            settings, store, profile_for(settings.embedding.provider), space_name, sentence_model, reader, vectors
         )
         context_stage, write_stage, verify_stage = (
             ContextStage(settings, store),

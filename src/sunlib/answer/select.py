@@ -33,7 +33,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,6 +45,7 @@ from ..store import ChunkRow, DocumentStore
 from ..text import TermWeights
 from ..text.sentences import clean_sentence, sentence_spans
 from ..text.terms import as_words, fold, has_content, names, token_set
+from ..text.tokens import text_script
 from .expect import Expectation, expected_answer
 from .gate import Gate, GateDecision, GateSignals, ReaderSignal, RefusalGate, gate_key
 from .router import language
@@ -78,6 +79,7 @@ class Selection:
     confidence: float
     level: str  # high | caution | low
     units: tuple[ScoredUnit, ...] = ()  # the answer units of the kept passages, best first
+    translations: tuple[tuple[str, str], ...] = ()  # (dropped chunk, its kept translation)
 
     @property
     def passed(self) -> bool:
@@ -138,9 +140,19 @@ class Selection:
         return self.signals.checks_passed
 
 
-def _keep(ranked: Sequence[Ranked], settings: AnswerSettings) -> tuple[list[Ranked], int, int]:
-    """Candidates at or above ``min_score``, without repeated texts, at most ``top_k``."""
-    kept: list[Ranked] = []
+Vectors = Callable[[Sequence[str]], Mapping[str, np.ndarray]]  # chunk ids -> their e5 vectors (those that have one)
+
+
+def _keep(
+    ranked: Sequence[Ranked], settings: AnswerSettings, question: str = "", vectors: Vectors | None = None
+) -> tuple[list[Ranked], int, int, list[tuple[str, str]]]:
+    """Candidates at or above ``min_score``, without repeated texts or translations, at most ``top_k``.
+
+    With ``vectors``: a candidate in the other script than a kept passage, with an e5 cosine of at
+    least ``translation_cosine`` to it, is that passage's translation. Of the two, the one in the
+    question's script is kept, in the place of the first; the other is dropped (listed as (dropped,
+    kept)). A question whose answer is only in the other language has no twin there, so it keeps it."""
+    usable = []
     seen: set[str] = set()
     low = dupes = 0
     for r in ranked:
@@ -152,9 +164,33 @@ def _keep(ranked: Sequence[Ranked], settings: AnswerSettings) -> tuple[list[Rank
             dupes += 1
             continue
         seen.add(key)
-        if len(kept) < settings.top_k:
-            kept.append(r)
-    return kept, low, dupes
+        usable.append(r)
+    twins: list[tuple[str, str]] = []
+    if vectors is None or settings.translation_cosine <= 0:
+        return usable[: settings.top_k], low, dupes, twins
+    pool = usable[: 2 * settings.top_k]  # enough to fill top_k after dropping translations
+    found = vectors([r.hit.chunk_id for r in pool])
+    asked = text_script(question)
+    kept: list[Ranked] = []
+    for r in pool:
+        v = found.get(r.hit.chunk_id)
+        script = text_script(r.hit.text)
+        twin = None
+        if v is not None:
+            for i, k in enumerate(kept):
+                w = found.get(k.hit.chunk_id)
+                if w is not None and text_script(k.hit.text) != script and float(v @ w) >= settings.translation_cosine:
+                    twin = i
+                    break
+        if twin is None:
+            if len(kept) < settings.top_k:
+                kept.append(r)
+        elif script == asked:  # the translation in the question's language takes its twin's place
+            twins.append((kept[twin].hit.chunk_id, r.hit.chunk_id))
+            kept[twin] = r
+        else:
+            twins.append((r.hit.chunk_id, kept[twin].hit.chunk_id))
+    return kept, low, dupes, twins
 
 
 def reader_text(heading_path: Sequence[str], text: str) -> tuple[str, int]:
@@ -187,8 +223,9 @@ def select(
     sentence_model: Callable[[], Embedder] | None = None,
     scorer: AnswerScorer | None = None,
     reader: Reader | None = None,
+    vectors: Vectors | None = None,
 ) -> Selection:
-    kept, low, dupes = _keep(ranked, settings)
+    kept, low, dupes, twins = _keep(ranked, settings, question, vectors)
     head = kept[:GATE_DEPTH]
     coverage, missing = weights.coverage(token_set(r.hit.text for r in head))
     missing = as_words(question, missing)
@@ -243,7 +280,9 @@ def select(
         if confidence < settings.confidence_caution
         else "high"
     )
-    return Selection(tuple(kept), low, dupes, signals, gate.decide(signals), confidence, level, tuple(units))
+    return Selection(
+        tuple(kept), low, dupes, signals, gate.decide(signals), confidence, level, tuple(units), tuple(twins)
+    )
 
 
 def expand(store: DocumentStore, kept: Sequence[Ranked], settings: AnswerSettings) -> list[tuple[ChunkRow, Ranked]]:

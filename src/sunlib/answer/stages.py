@@ -49,7 +49,7 @@ from .gate import GateProfile, build_gate
 from .relevance import term_weights
 from .router import Router
 from .scorer import AnswerScorer, load_params
-from .select import Selection, evidence_from, expand, select
+from .select import Selection, Vectors, evidence_from, expand, select
 
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -304,11 +304,13 @@ class SelectStage(Stage[SelectIn, Selection]):
         space_name: Callable[[], str],
         sentence_model: Callable[[], Embedder] | None,
         reader: Callable[[], Reader | None] = lambda: None,
+        vectors: Vectors | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
         self.profile = profile
         self.space_name = space_name
+        self.vectors = vectors  # e5 vectors of chunks, to tell translated pages apart (select._keep)
         self.sentence_model = sentence_model
         self.reader = reader  # a loader: the model loads on the first question, not with the library
         params = load_params()
@@ -323,7 +325,9 @@ class SelectStage(Stage[SelectIn, Selection]):
         gate = build_gate(s, self.profile, self.store, space, q.lang, reader.threshold if reader else None)
         ranked = inp.reranked.ranked
         with tracer.step(Step.SELECT, f"{len(ranked)} candidates, min score {s.min_score}") as step:
-            sel = select(q.text, ranked, inp.retrieved.weights, gate, s, self.sentence_model, self.scorer, reader)
+            sel = select(
+                q.text, ranked, inp.retrieved.weights, gate, s, self.sentence_model, self.scorer, reader, self.vectors
+            )
             step.done(
                 (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
                 status="ok" if sel.passed else "warning",
@@ -346,6 +350,7 @@ def _selection_details(sel: Selection) -> dict[str, Any]:
         "selected": [r.hit.chunk_id for r in sel.kept],
         "dropped_below_min_score": sel.dropped_low,
         "dropped_duplicates": sel.dropped_dupes,
+        "dropped_translations": [{"dropped": a, "kept": b} for a, b in sel.translations],
         "top_cosine": None if sel.top_cosine is None else round(sel.top_cosine, 4),
         "coverage": round(sel.coverage, 4),
         "sentence_cosine": None if sel.sentence_cosine is None else round(sel.sentence_cosine, 4),

@@ -579,4 +579,6 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
         judge,
         judge_off,
         lambda: create_reader(settings.answer),  # loaded on the first question (a search never loads it)
+        # translated pages are told apart by e5's cosine (its threshold is e5's); another provider keeps both
+        (lambda ids: store.vectors.vectors_for(library.space, ids)) if settings.embedding.provider == "e5" else None,
     )
