@@ -13,7 +13,7 @@ import pytest
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.contracts import SearchResult
-from sunlib.providers import create_embedder
+from sunlib.providers import Embedder, create_embedder
 from sunlib.steps import Step
 from sunlib.store import Visibility
 
@@ -26,20 +26,20 @@ NOTES = {
 
 
 @pytest.fixture(scope="module")
-def fast() -> object:
+def fast() -> Embedder:
     return create_embedder(EmbeddingSettings(provider="e5-fast"))
 
 
-def test_vectors_are_unit_length_deterministic_and_bilingual(fast: object) -> None:
+def test_vectors_are_unit_length_deterministic_and_bilingual(fast: Embedder) -> None:
     texts = ["The harbour gate closes before high tide.", "港口的闸门在涨潮前关闭。", "Fire the kiln slowly."]
-    a, b = fast.embed(texts), fast.embed(texts)  # type: ignore[attr-defined]
-    assert a.shape == (3, fast.dim) and a.dtype == np.float32  # type: ignore[attr-defined]
+    a, b = fast.embed(texts), fast.embed(texts)
+    assert a.shape == (3, fast.dim) and a.dtype == np.float32
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     assert np.array_equal(a, b)
     # a Chinese sentence lies nearer its English translation than an unrelated English sentence
     assert float(a[1] @ a[0]) > float(a[1] @ a[2])
-    q = fast.embed_query("when does the harbour gate close?")  # type: ignore[attr-defined]
-    assert q.shape == (fast.dim,) and float(q @ a[0]) > float(q @ a[2])  # type: ignore[attr-defined]
+    q = fast.embed_query("when does the harbour gate close?")
+    assert q.shape == (fast.dim,) and float(q @ a[0]) > float(q @ a[2])
 
 
 def _open(root: Path, fast_tier: str = "e5-fast") -> Library:

@@ -79,36 +79,39 @@ def corpus(data: Path) -> Iterator[tuple[str, str]]:
                 yield "passage", block.strip()
 
 
-def pairs(data: Path, limit: int = 150000) -> Iterator[tuple[str, str, str]]:
-    """(kind, Chinese, English) translation pairs: XQuAD's parallel questions and paragraphs, and
-    CC-CEDICT's words (simplified and traditional headwords) with their first short English sense.
-    The table learns to put both sides of a pair where e5 puts their average."""
-    from sunlib.text.dictionary import clean_senses, load_dictionary
-
+def xquad_pairs(data: Path) -> list[tuple[str, str, str]]:
+    """(kind, Chinese, English): XQuAD's parallel questions and paragraphs."""
     en = {r["_id"].removeprefix("en-"): r["question"] for r in _rows(data / "xquad" / "rc_en.jsonl")}
+    out = []
     for row in _rows(data / "xquad" / "rc_zh.jsonl"):
         twin = en.get(row["_id"].removeprefix("zh-"))
         if twin:
-            yield "query", row["question"], twin
+            out.append(("query", row["question"], twin))
     en_docs = {r["_id"]: r["text"] for r in _rows(data / "xquad" / "corpus_en.jsonl")}
     for row in _rows(data / "xquad" / "corpus_zh.jsonl"):
         if row["_id"] in en_docs:
-            yield "passage", row["text"], en_docs[row["_id"]]
+            out.append(("passage", row["text"], en_docs[row["_id"]]))
+    return out
+
+
+def dictionary_pairs(limit: int = 150000) -> list[tuple[str, str, str]]:
+    """("query", word, sense): CC-CEDICT's words of 2 to 4 Han characters (simplified and
+    traditional headwords) with their first short English sense."""
+    from sunlib.text.dictionary import clean_senses, load_dictionary
+
     dictionary = load_dictionary()
     if dictionary is None:
-        return
-    n = 0
-    if limit <= 0:
-        return
+        return []
+    out = []
     for word, body in sorted(dictionary.raw.items()):
         if not 2 <= len(word) <= 4 or not all("\u3400" <= ch <= "\u9fff" for ch in word):
             continue
         senses = [x for x in clean_senses(body.split("/")) if x.isascii() and 1 <= len(x.split()) <= 4]
         if senses:
-            yield "query", word, senses[0]
-            n += 1
-            if n >= limit:
-                return
+            out.append(("query", word, senses[0]))
+            if len(out) >= limit:
+                break
+    return out
 
 
 def _rows(path: Path) -> Iterator[dict[str, str]]:
@@ -209,20 +212,21 @@ def main() -> None:
     print(f"corpus: {len(texts)} texts")
     targets = teacher(file, tok, id_map, texts, args.out / "teacher")
     if args.pairs:
-        both = list(pairs(args.data))
+        # Both sides of a translation pair are fitted to the average of e5's two embeddings. Every
+        # XQuAD pair is used, and an even sample of the dictionary's (too many single words pull the
+        # table away from whole texts).
+        xquad, words = xquad_pairs(args.data), dictionary_pairs()
+        both = xquad + words
         print(f"pairs: {len(both)} translation pairs")
         zh = teacher(file, tok, id_map, [(k, a) for k, a, _ in both], args.out / "teacher-zh")
         en = teacher(file, tok, id_map, [(k, b) for k, _, b in both], args.out / "teacher-en")
         middle = zh + en
         middle /= np.linalg.norm(middle, axis=1, keepdims=True)
-        # every XQuAD pair, and an even sample of the dictionary's: too many single words pull the
-        # table away from whole texts
-        xquad = sum(1 for _ in pairs(args.data, limit=0))
-        words = np.linspace(xquad, len(both) - 1, num=min(args.dictionary_pairs, len(both) - xquad), dtype=int)
-        keep = [*range(xquad), *sorted(set(words.tolist()))]
+        sample = np.linspace(len(xquad), len(both) - 1, num=min(args.dictionary_pairs, len(words)), dtype=int)
+        keep = [*range(len(xquad)), *sorted(set(sample.tolist()))]
         texts += [(both[i][0], both[i][1]) for i in keep] + [(both[i][0], both[i][2]) for i in keep]
         targets = np.concatenate([targets, middle[keep], middle[keep]])
-        print(f"pairs: {len(keep)} used ({xquad} XQuAD, {len(keep) - xquad} dictionary)")
+        print(f"pairs: {len(keep)} used ({len(xquad)} XQuAD, {len(keep) - len(xquad)} dictionary)")
     mean = targets.mean(axis=0)
     _, _, vt = np.linalg.svd(targets - mean, full_matrices=False)
     basis = vt[: args.dims].T.astype(np.float32)

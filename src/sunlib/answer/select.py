@@ -169,12 +169,14 @@ def _keep(
     if vectors is None or settings.translation_cosine <= 0:
         return usable[: settings.top_k], low, dupes, twins
     pool = usable[: 2 * settings.top_k]  # enough to fill top_k after dropping translations
+    scripts = [text_script(r.hit.text) for r in pool]
+    if len(set(scripts)) < 2:  # one language: no translation to look for
+        return usable[: settings.top_k], low, dupes, twins
     found = vectors([r.hit.chunk_id for r in pool])
     asked = text_script(question)
     kept: list[Ranked] = []
-    for r in pool:
+    for r, script in zip(pool, scripts, strict=True):
         v = found.get(r.hit.chunk_id)
-        script = text_script(r.hit.text)
         twin = None
         if v is not None:
             for i, k in enumerate(kept):

@@ -56,7 +56,7 @@ from ..sync.indexing import (
 from ..trace import Listener, Tracer
 from .compose import Shared, ThreadStores
 from .notes import Notes
-from .records import Calibration, CalibrationState, Embedding, Status
+from .records import Calibration, CalibrationState, Embedding, SpaceRole, Status
 
 if TYPE_CHECKING:
     from ..answer.pipeline import Asker
@@ -295,26 +295,29 @@ class Library:
             return self._embed(report or IndexReport(), progress)
 
     def _embed(self, report: IndexReport, progress: Progress | None, backfill: bool = True) -> IndexReport:
-        """The fast tier first (every chunk searchable by meaning within minutes), then the provider's
-        space, then the second spaces (the cross-language route's, the fusion reranker's)."""
+        """Every space this library fills, in ``filled_spaces`` order: the fast tier first (every chunk
+        searchable by meaning within minutes), then the provider's space, then the second spaces (the
+        cross-language route's, the fusion reranker's). ``backfill=False``: the fast tier only."""
         batch = self.settings.embedding.batch_size
-        fast = self.fast
-        if fast is not None:
-            first = embed_pending(
-                self.store, fast[0], fast[1], FAST_BATCH, IndexReport(), progress or _quiet, False, "fast"
-            )
-            report.fast_vectors = first.vectors_embedded + first.vectors_from_cache
-            report.fast_seconds = first.embed_seconds
-            if not backfill:
-                report.vectors_pending = self.store.vectors.count_pending(self.space)[0]
-                return report
-        embed_pending(self.store, self.embedder, self.space, batch, report, progress or _quiet)
-        done = {self.space.name} | ({fast[1].name} if fast is not None else set())
-        for second in (self.crosslang, self.rescore):
-            if second is not None and second[1].name not in done:
-                embedder, space = second
-                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=False)
-                done.add(space.name)
+        for role, embedder, space in self.filled_spaces():
+            if role == "fast":
+                first = embed_pending(
+                    self.store,
+                    embedder,
+                    space,
+                    FAST_BATCH,
+                    IndexReport(),
+                    progress or _quiet,
+                    active=False,
+                    phase="fast",
+                )
+                report.fast_vectors = first.vectors_embedded + first.vectors_from_cache
+                report.fast_seconds = first.embed_seconds
+                if not backfill:
+                    report.vectors_pending = self.store.vectors.count_pending(self.space)[0]
+                    return report
+            else:
+                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=role == "main")
         return report
 
     def search(
@@ -505,24 +508,24 @@ class Library:
             embedding=self._embedding_progress(),
         )
 
-    def filled_spaces(self) -> list[tuple[str, Space]]:
-        """(role, space) of each vector space indexing fills, in its order: ``fast``, ``main`` (the
-        active space), ``crosslang``, ``rescore`` (each once)."""
-        roles: list[tuple[str, Space]] = []
+    def filled_spaces(self) -> list[tuple[SpaceRole, Embedder, Space]]:
+        """(role, embedder, space) of each vector space indexing fills, in its order: ``fast``, ``main``
+        (the active space), ``crosslang``, ``rescore``; a space two roles share is listed once."""
+        tiers: list[tuple[SpaceRole, Embedder, Space]] = []
         if self.fast is not None:
-            roles.append(("fast", self.fast[1]))
-        roles.append(("main", self.space))
+            tiers.append(("fast", *self.fast))
+        tiers.append(("main", self.embedder, self.space))
         for role, second in (("crosslang", self.crosslang), ("rescore", self.rescore)):
-            if second is not None and all(second[1].name != sp.name for _, sp in roles):
-                roles.append((role, second[1]))
-        return roles
+            if second is not None and all(second[1].name != sp.name for _, _, sp in tiers):
+                tiers.append((role, *second))  # type: ignore[arg-type]
+        return tiers
 
     def _embedding_progress(self) -> tuple[Embedding, ...]:
         """Each space this library fills: how far it is, and while a run embeds it, its pace and ETA."""
         store = self.store
         out = []
         now = time.time()
-        for role, space in self.filled_spaces():
+        for role, _, space in self.filled_spaces():
             pending, total = store.vectors.count_pending(space)
             pace = pace_of(store, space) or {}
             rate = pace.get("rate")
@@ -531,7 +534,7 @@ class Library:
             running = bool(pace.get("running")) and isinstance(updated, float) and now - updated < PACE_STALE_S
             speed = float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
             eta = round(pending / speed, 1) if running and speed and pending else None
-            out.append(Embedding(role, space.name, total - pending, total, running and pending > 0, speed, eta))  # type: ignore[arg-type]
+            out.append(Embedding(role, space.name, total - pending, total, running and pending > 0, speed, eta))
         return tuple(out)
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from ..store import Counts, SpaceInfo
 
 CalibrationState = Literal["off", "settings", "calibrated", "stale", "uncalibrated"]
+SpaceRole = Literal["fast", "main", "crosslang", "rescore"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Embedding:
     a run embeds it, ``running`` is true and ``rate`` (chunks a second) and ``eta_s`` say how long
     the rest will take; ``rate`` stays the last run's after it ends."""
 
-    role: Literal["fast", "main", "crosslang", "rescore"]
+    role: SpaceRole
     space: str
     embedded: int
     total: int

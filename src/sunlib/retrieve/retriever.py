@@ -83,10 +83,14 @@ class Retriever:
         and BM25 on the chat model's translation when ``chat`` is given (``llm_weight``). With
         ``fast`` (the fast tier's space and query embedder): the fast-tier route, which ranks the
         chunks still waiting for their vector in ``space`` (``fast_weight``)."""
-        dense = DenseRoute(store.vectors, space, embed_query, settings.dense_weight)
-        routes: list[Route] = [LexicalRoute(store.lexical, settings.bm25_weight), dense]
-        if fast is not None and space is not None and fast[0].name != space.name:
-            dense.backup = fast[0].provider
+        fast = fast if fast is not None and space is not None and fast[0].name != space.name else None
+        routes: list[Route] = [
+            LexicalRoute(store.lexical, settings.bm25_weight),
+            DenseRoute(
+                store.vectors, space, embed_query, settings.dense_weight, backup=fast[0].provider if fast else None
+            ),
+        ]
+        if fast is not None:
             routes.append(FastTierRoute(store.vectors, space, fast[0], fast[1], settings.fast_weight))
         if crosslang is not None and settings.crosslang:
             routes.append(

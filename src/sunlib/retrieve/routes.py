@@ -93,13 +93,14 @@ class DenseRoute:
         embed_query: Callable[[str], np.ndarray] | None,
         weight: float,
         name: str = "dense",
+        backup: str | None = None,
     ) -> None:
         self.vectors = vectors
         self.space = space
         self.embed_query = embed_query
         self.weight = weight
         self.name = name
-        self.backup: str | None = None  # the fast tier's space, when one ranks what this route cannot yet
+        self.backup = backup  # the fast tier's provider, when it ranks what this route cannot score yet
 
     def retrieve(self, query: str, visibility: Visibility, pool: int, tracer: Tracer) -> Ranked | None:
         with tracer.step(self.step, f"query={query!r} pool={pool}") as step:

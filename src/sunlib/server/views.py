@@ -109,7 +109,7 @@ def index_status(library: Library, reader: Reader, jobs: Sequence[Job]) -> dict[
         spaces.append({**dataclasses.asdict(info), "vectors": chunks - waiting})
     # each space's progress among the visible chunks only; the pace and ETA count every chunk, so they are withheld
     embedding = []
-    for role, space in library.filled_spaces():
+    for role, _, space in library.filled_spaces():
         waiting, chunks = store.vectors.count_pending(space, visibility)
         embedding.append(
             {
