@@ -22,7 +22,7 @@ from llm_server import start as start_chat_server
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import ProviderError
-from sunlib.library import DB_NAME
+from sunlib.library import DB_NAME, home_index_dir
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
 from sunlib.store import Space, VectorItem
@@ -97,6 +97,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         _timer.store(getattr(session.config, "cache", None))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fixtures wider than one test run before that test's own home is set (``_isolated_home``):
+    they get this one, so they never write the user's home either (indexes live there now)."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SUNLIB_HOME", str(tmp_path_factory.mktemp("session_home")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reads or writes the user's ~/.local/share/sunlib or inherits SUNLIB_* settings."""
@@ -138,14 +147,26 @@ def hash_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return index_dir
 
 
+def index_of(vault: Path, home: Path | None = None) -> Path:
+    """The index folder sunlib uses by default for ``vault`` under ``home`` (default: this test's
+    SUNLIB_HOME; a fixture wider than a test has none of its own and names one)."""
+    return home_index_dir(vault.resolve(), home)
+
+
+def place_index(vault: Path, index: Path, home: Path | None = None) -> Path:
+    """Copy the index file of the folder ``index`` to ``vault``'s default index folder."""
+    local = index_of(vault, home)
+    local.mkdir(parents=True)
+    shutil.copyfile(index / DB_NAME, local / DB_NAME)
+    return local
+
+
 @pytest.fixture
 def hash_vault(vault: Path, hash_index: Path) -> Path:
-    """``vault`` with its own copy of the session's hash index in ``vault/.sunlib`` (private and
-    writable): the index ``sunlib index VAULT --provider hash`` writes there. Nothing else is
-    done: the vault is not remembered as the default one, as ``sunlib index`` would."""
-    local = vault / ".sunlib"
-    local.mkdir()
-    shutil.copyfile(hash_index / DB_NAME, local / DB_NAME)
+    """``vault`` with its own copy of the session's hash index at its default index folder
+    (private and writable): the index ``sunlib index VAULT --provider hash`` writes there. Nothing
+    else is done: the vault is not remembered as the default one, as ``sunlib index`` would."""
+    place_index(vault, hash_index)
     return vault
 
 

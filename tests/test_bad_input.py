@@ -32,6 +32,7 @@ import pytest
 from fastapi import FastAPI
 
 from clients import Api, sunlib
+from conftest import index_of
 from sunlib import Library
 from sunlib.errors import UserError
 from sunlib.library import DB_NAME
@@ -248,7 +249,7 @@ def test_unusable_index_locations_are_one_line_errors(vault: Path, tmp_path: Pat
         r = sunlib("index", str(vault), "--provider", "hash", "-q", env={"SUNLIB_INDEX_DIR": str(index_dir)})
         one_line_error(r, needle)
     assert a_file.read_bytes() == b"not a folder"
-    assert not (vault / ".sunlib").exists()  # nothing written anywhere else instead
+    assert not index_of(vault).exists() and not (vault / ".sunlib").exists()  # nothing written elsewhere
 
 
 def test_index_dir_that_is_a_file_is_a_user_error(vault: Path, tmp_path: Path) -> None:

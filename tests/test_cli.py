@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from clients import sunlib, sunlib_process
+from conftest import index_of
 from sunlib.steps import RETRIEVAL_STEPS
 
 
@@ -159,7 +160,7 @@ def test_missing_index_and_bad_config_are_clear(vault: Path) -> None:
 
 
 def test_bad_input_loses_nothing(indexed: Path) -> None:
-    db = indexed / ".sunlib" / "sunlib.db"
+    db = index_of(indexed) / "sunlib.db"
     before = db.stat().st_size
     r = sunlib("search", 'NEAR("a" b) AND * : "', "--vault", str(indexed), "--mode", "bm25", "--json")
     assert r.returncode == 0, r.stderr

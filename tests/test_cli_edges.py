@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from clients import SCREENSHOTS_ENV, ctrl_c_default, screenshot_dir, sunlib
+from conftest import index_of
 from sunlib.answer.refusals import refusal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +57,7 @@ def test_ctrl_c_during_index_says_what_is_kept(tmp_path: Path) -> None:
         env={**os.environ, **HASH},
         preexec_fn=ctrl_c_default,
     )
-    db = vault / ".sunlib" / "sunlib.db"
+    db = index_of(vault) / "sunlib.db"
     deadline = time.monotonic() + 60
     while not db.exists() and proc.poll() is None:  # the run has reached sunlib's own code
         assert time.monotonic() < deadline, "index did not start"

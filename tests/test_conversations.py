@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 
 from clients import Api, sunlib
-from conftest import SAMPLE_VAULT
+from conftest import SAMPLE_VAULT, place_index
 from llm_server import ChatServer, sources, user_message
 from sse import sse
 from sunlib import Library
 from sunlib.errors import NotFound, UserError
-from sunlib.library import DB_NAME
 from sunlib.server import create_app
 from sunlib.steps import Step
 
@@ -35,11 +34,13 @@ OPS = "When is the rebuild window?"
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> Iterator[Library]:
-    vault = tmp_path_factory.mktemp("conversations") / "vault"
+    root = tmp_path_factory.mktemp("conversations")
+    vault = root / "vault"
     shutil.copytree(SAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".sunlib"))
-    (vault / ".sunlib").mkdir()
-    shutil.copyfile(hash_index / DB_NAME, vault / ".sunlib" / DB_NAME)
-    with Library.open(vault, embedding={"provider": "hash"}) as library:
+    index = place_index(vault, hash_index, home=root / "home")
+    # named in the vault's settings, so the CLI finds it from any test's home
+    (vault / "sunlib.toml").write_text(f'index_dir = "{index}"\n', encoding="utf-8")
+    with Library.open(vault, embedding={"provider": "hash"}, index_dir=index) as library:
         yield library
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from clients import Api, sunlib
+from conftest import place_index
 from llm_server import ChatServer, user_message
 from llm_server import start as start_chat_server
 from sse import sse
@@ -30,7 +31,6 @@ from sunlib.evaluate import regressions
 from sunlib.evaluate.grading import RUBRIC_VERSION, AnswerGrader, GradeInput, judged_regressions, parse_grade
 from sunlib.evaluate.history import save_eval
 from sunlib.evaluate.report import EvalRun
-from sunlib.library import DB_NAME
 from sunlib.providers.chat.openai import OpenAIChatModel
 from sunlib.server import create_app
 from test_eval import write_beir
@@ -81,9 +81,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> Iterator
     root = tmp_path_factory.mktemp("eval_report")
     vault = root / "vault"
     shutil.copytree(SAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".sunlib"))
-    (vault / ".sunlib").mkdir()
-    shutil.copyfile(hash_index / DB_NAME, vault / ".sunlib" / DB_NAME)
-    (vault / "sunlib.toml").write_text(HASH_TOML, encoding="utf-8")
+    index = place_index(vault, hash_index, home=root / "home")
+    # the index is named in the vault's settings: the tests below run the CLI under homes of their own
+    (vault / "sunlib.toml").write_text(f'index_dir = "{index}"\n' + HASH_TOML, encoding="utf-8")
     qa = write_jsonl(root / "qa.jsonl", QA)
     server, stop = start_chat_server()
     try:

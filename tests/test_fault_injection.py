@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from clients import sunlib
+from conftest import index_of
 from store_helpers import all_chunk_ids, chunk_ids_by_path
 from sunlib import Library
 from sunlib.config import EmbeddingSettings, load_settings
@@ -338,7 +339,7 @@ def test_index_with_a_keyless_provider_exits_and_keeps_the_index(vault: Path) ->
     env = {k: v for k, v in os.environ.items() if k not in KEY_VARS}
     first = _sunlib("index", str(vault), "--provider", "hash", "--json", env=env)
     assert first.returncode == 0, first.stderr
-    db = vault / ".sunlib" / "sunlib.db"
+    db = index_of(vault) / "sunlib.db"
     with Library.open(vault, embedding={"provider": "hash"}) as lib:
         spaces_before = [dataclasses.asdict(s) for s in lib.store.vectors.spaces()]
 

@@ -29,12 +29,11 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from clients import Api, Served, sunlib
-from conftest import SAMPLE_VAULT
+from conftest import SAMPLE_VAULT, index_of, place_index
 from sunlib import Library
 from sunlib.cli.mcp import stdio_principals
 from sunlib.config import Settings
 from sunlib.errors import UserError
-from sunlib.library import DB_NAME
 from sunlib.server import create_app
 from sunlib.server.auth import token_owner
 from sunlib.server.mcp import MAX_CONTENT_CHARS, READ_TOOLS, WRITE_TOOLS
@@ -58,10 +57,10 @@ OPEN_GATE = {
 
 
 def _vault_with_index(root: Path, hash_index: Path) -> Path:
+    """A copy of the sample vault in ``root``, with its index under the home ``root / "home"``."""
     vault = root / "vault"
     shutil.copytree(SAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".sunlib"))
-    (vault / ".sunlib").mkdir()
-    shutil.copyfile(hash_index / DB_NAME, vault / ".sunlib" / DB_NAME)
+    place_index(vault, hash_index, home=root / "home")
     return vault
 
 
@@ -205,9 +204,11 @@ def test_stdio_bad_arguments_are_tool_errors(stdio: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> Iterator[tuple[str, Library]]:
-    vault = _vault_with_index(tmp_path_factory.mktemp("mcp_http"), hash_index)
+    root = tmp_path_factory.mktemp("mcp_http")
+    vault = _vault_with_index(root, hash_index)
     lib = Library.open(
         vault,
+        index_dir=index_of(vault, root / "home"),
         embedding={"provider": "hash"},
         answer=OPEN_GATE,
         search={"crosslang_dictionary": False},  # seconds to load, and no Chinese question here

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from clients import Api
-from conftest import SAMPLE_VAULT
+from conftest import SAMPLE_VAULT, place_index
 from sunlib import Library
 from sunlib.errors import NotFound
 from sunlib.library import DB_NAME
@@ -46,12 +46,12 @@ PAIRS = [("tok-a", "tok-a2"), ("tok-pub", "tok-team"), ("tok-team", "tok-pub")]
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> Iterator[Library]:
-    vault = tmp_path_factory.mktemp("owners") / "vault"
+    root = tmp_path_factory.mktemp("owners")
+    vault = root / "vault"
     shutil.copytree(SAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".sunlib"))
-    (vault / ".sunlib").mkdir()
-    shutil.copyfile(hash_index / DB_NAME, vault / ".sunlib" / DB_NAME)
+    index = place_index(vault, hash_index, home=root / "home")
     server = {"tokens": TOKENS, "admin_principals": ["admin"]}
-    with Library.open(vault, embedding={"provider": "hash"}, server=server) as library:
+    with Library.open(vault, embedding={"provider": "hash"}, server=server, index_dir=index) as library:
         yield library
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from clients import sunlib
+from conftest import index_of
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.steps import Step
@@ -67,7 +68,7 @@ def test_index_search_and_ask_with_the_qdrant_backend(vault: Path) -> None:
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     assert len(report["added"]) == 21 and report["vectors_pending"] == 0
-    assert (vault / ".sunlib" / "qdrant").is_dir()  # in-process: inside the index folder, one unit
+    assert (index_of(vault) / "qdrant").is_dir()  # in-process: inside the index folder, one unit
 
     r = sunlib("search", "empty ACL public", "--vault", str(vault), "--mode", "bm25", "--json", "-n", "3", env=QDRANT)
     top = json.loads(r.stdout)["results"][0]
@@ -96,7 +97,7 @@ def test_index_search_and_ask_with_the_qdrant_backend(vault: Path) -> None:
     assert status["vectors_pending"] == 0
 
     # a new (empty) Qdrant: `sunlib index` rebuilds both indexes from the SQLite file, no model run
-    shutil.rmtree(vault / ".sunlib" / "qdrant")
+    shutil.rmtree(index_of(vault) / "qdrant")
     again = json.loads(sunlib("index", str(vault), "--json", env=QDRANT).stdout)
     assert again["vectors_embedded"] == 0 and again["vectors_from_cache"] == report["vectors_embedded"]
     assert same(results(vault, "qdrant", ("bm25", "dense")), {**first_bm25, **before})
@@ -111,7 +112,7 @@ def test_migrate_to_qdrant_and_back_keeps_the_results(hash_vault: Path) -> None:
     assert same({k: qdrant[k] for k in dense}, {k: sqlite[k] for k in dense})  # the same vectors, exact KNN
     for key in [k for k in sqlite if k[1] == "bm25"]:  # the IDF formulas differ (lexical.py): the best chunk stays near
         assert sqlite[key][0][0] in [c for c, _ in qdrant[key][:3]], key
-    shutil.rmtree(hash_vault / ".sunlib" / "qdrant")  # a new cluster: migrate again, the same results
+    shutil.rmtree(index_of(hash_vault) / "qdrant")  # a new cluster: migrate again, the same results
     migrate(hash_vault, "qdrant")
     assert same(results(hash_vault, "qdrant"), qdrant)
 

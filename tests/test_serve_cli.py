@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from clients import sunlib
+from conftest import index_of
 
 HASH_ENV = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}
 
@@ -89,7 +90,7 @@ def test_refuses_a_public_bind_without_tokens(vault: Path, host: str) -> None:
     assert len(lines) == 1, r.stderr
     assert "without auth" in lines[0] and host in lines[0] and "tokens" in lines[0]
     assert "Traceback" not in r.stderr
-    assert not (vault / ".sunlib").exists()  # refused before touching the vault's index
+    assert not index_of(vault).exists()  # refused before touching the vault's index
 
 
 def test_serves_the_api_docs_and_stops(indexed: Path, serving: list[Serving]) -> None:

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from conftest import place_index
 from sunlib import Library
 from sunlib.evaluate.history import save_eval
 from sunlib.evaluate.report import EvalRun
-from sunlib.library import DB_NAME
 from sunlib.server.app import WEB_DIR
 from test_eval_rag import TINY, write_jsonl
 from test_web_e2e import serve  # also skips this module without chromium or playwright
@@ -35,8 +35,7 @@ def eval_server(tmp_path_factory: pytest.TempPathFactory, hash_index: Path) -> I
     root = tmp_path_factory.mktemp("web_eval")
     vault = root / "vault"
     shutil.copytree(SAMPLE_VAULT, vault, ignore=shutil.ignore_patterns(".sunlib"))
-    (vault / ".sunlib").mkdir()
-    shutil.copyfile(hash_index / DB_NAME, vault / ".sunlib" / DB_NAME)
+    place_index(vault, hash_index, home=root / "home")
     (vault / "evals").mkdir()
     write_jsonl(vault / "evals" / "tiny.jsonl", TINY)
     with pytest.MonkeyPatch.context() as env:

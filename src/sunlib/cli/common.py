@@ -15,7 +15,7 @@ from rich.console import Console
 from ..config import sunlib_home
 from ..contracts import SearchFilters, to_jsonable
 from ..errors import UserError
-from ..library import DB_NAME, Library
+from ..library import Library, has_index
 
 out = Console(highlight=False, soft_wrap=False)
 err = Console(stderr=True, highlight=False)
@@ -38,7 +38,7 @@ def find_vault(vault: Path | None) -> Path:
     if os.environ.get("SUNLIB_VAULT"):
         return Path(os.environ["SUNLIB_VAULT"])
     cwd = Path.cwd()
-    if (cwd / ".sunlib" / DB_NAME).is_file() or (cwd / "sunlib.toml").is_file():
+    if has_index(cwd) or (cwd / "sunlib.toml").is_file():
         return cwd
     remembered = sunlib_home() / "default_vault"
     if remembered.is_file():
@@ -47,7 +47,14 @@ def find_vault(vault: Path | None) -> Path:
 
 
 def open_library(vault: Path | None, config: Path | None, **overrides: Any) -> Library:
-    return Library.open(find_vault(vault), config, **overrides)
+    return announced(Library.open(find_vault(vault), config, **overrides))
+
+
+def announced(lib: Library) -> Library:
+    """``lib``, once its index move (or a reason it did not move) is told on stderr."""
+    if lib.index_note:
+        err.print(f"note: {lib.index_note}", markup=False)
+    return lib
 
 
 def require_index(lib: Library) -> None:

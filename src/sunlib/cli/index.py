@@ -15,7 +15,7 @@ from ..library import Library
 from ..sync.indexing import IndexReport, Progress
 from ..sync.notes_io import remove_stale_temps
 from .app import app
-from .common import out, print_json, remember_vault
+from .common import announced, out, print_json, remember_vault
 from .progress import ProgressBars
 
 
@@ -42,7 +42,8 @@ def index(
     ] = False,
 ) -> None:
     """Index new and changed notes, drop deleted ones, then embed what has no vector yet."""
-    lib = Library.open(path, config).with_settings(embedding={"provider": provider}, index={"chunker": chunker})
+    lib = announced(Library.open(path, config))
+    lib = lib.with_settings(embedding={"provider": provider}, index={"chunker": chunker})
     remove_stale_temps(lib.vault)  # what killed writers left; the walk skips them anyway
     remember_vault(lib.vault)  # before the run: `sunlib status` finds the vault while a first index runs
     calibration: dict[str, Any] | None = None

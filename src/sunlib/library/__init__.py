@@ -2,6 +2,7 @@
 what it shares between the libraries derived from it (``compose``) and its per-vault gate
 calibration (``calibration``, ``probes``)."""
 
-from .core import DB_NAME, Library, build_asker, default_index_dir
+from .core import Library, build_asker
+from .location import DB_NAME, has_index, home_index_dir
 
-__all__ = ["DB_NAME", "Library", "build_asker", "default_index_dir"]
+__all__ = ["DB_NAME", "Library", "build_asker", "has_index", "home_index_dir"]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 from ..config import StoreSettings
 from ..errors import UserError
 from ..store import SqliteStore
+from ..store.lock import mark_closed, mark_in_use
 
 if TYPE_CHECKING:
     from ..store.qdrant.replica import QdrantReplica
@@ -75,6 +76,7 @@ class ThreadStores:
         self.lexical_engine = lexical_engine
         self._lock = threading.Lock()
         self._open: dict[int, tuple[threading.Thread, IndexStore]] = {}
+        self._marks = backend is None or not backend.replica  # a replica has no index folder of its own
 
     def current(self) -> IndexStore:
         thread = threading.current_thread()
@@ -84,9 +86,16 @@ class ThreadStores:
         with self._lock:
             self._close_ended()
         store = open_store(self.path, self.dense_engine, self.backend, self.lexical_engine)
+        if self._marks:
+            mark_in_use(self.path)  # while a connection is open, no other process moves the index
         with self._lock:
             self._open[thread.ident or 0] = (thread, store)
         return store
+
+    def _closed(self, store: IndexStore) -> None:
+        store.close()
+        if self._marks:
+            mark_closed(self.path)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -105,7 +114,7 @@ class ThreadStores:
             entry = self._open.get(thread.ident or 0)
             if entry is not None and entry[0] is thread:
                 del self._open[thread.ident or 0]
-                entry[1].close()
+                self._closed(entry[1])
 
     def close(self) -> None:
         """Close the calling thread's store and those of ended threads. Another live thread
@@ -118,7 +127,7 @@ class ThreadStores:
         for ident, (thread, store) in list(self._open.items()):
             if not thread.is_alive():
                 del self._open[ident]
-                store.close()
+                self._closed(store)
 
 
 class Shared:

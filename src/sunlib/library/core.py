@@ -6,26 +6,24 @@
     for hit in lib.search("how do I filter by tag", mode="hybrid").hits:
         print(hit.path, hit.heading_path, hit.score)
 
-Where the index lives: ``index_dir`` from settings if set; otherwise
-``<vault>/.sunlib/`` when the vault is writable, else a folder under
-``$SUNLIB_HOME/indexes/`` (default ``~/.local/share/sunlib``) named after the vault.
+Where the index lives: ``index_dir`` from settings if set (relative: inside the vault); otherwise
+a folder under ``$SUNLIB_HOME/indexes/`` (default ``~/.local/share/sunlib``) named after the
+vault, outside it so that a sync tool never copies a live database (``sunlib.library.location``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..config import Settings, load_settings, merge, sunlib_home
+from ..config import Settings, load_settings, merge
 from ..contracts import SearchFilters, SearchResult, Turn
 from ..errors import NotFound, StoreReadOnly, UserError
-from ..ingest.ids import sha256_hex
 from ..providers import (
     Embedder,
     Reranker,
@@ -55,6 +53,7 @@ from ..sync.indexing import (
 )
 from ..trace import Listener, Tracer
 from .compose import Shared, ThreadStores
+from .location import DB_NAME, Location, locate
 from .notes import Notes
 from .records import Calibration, CalibrationState, Embedding, SpaceRole, Status
 
@@ -63,8 +62,6 @@ if TYPE_CHECKING:
     from ..answer.result import AskResult
     from .compose import IndexStore
 
-DB_NAME = "sunlib.db"
-
 
 PACE_STALE_S = 60.0  # an embedding run silent this long is taken to have stopped
 FAST_BATCH = 512  # fast-tier vectors per write: a lookup and a mean each, so thousands a second
@@ -72,21 +69,6 @@ FAST_BATCH = 512  # fast-tier vectors per write: a lookup and a mean each, so th
 
 def _quiet(phase: str, done: int, total: int) -> None:
     pass
-
-
-def _writable(path: Path) -> bool:
-    # os.access alone says yes to root even on a read-only (r-x) folder; honour the mode bits too
-    return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
-
-
-def default_index_dir(vault: Path) -> Path:
-    local = vault / ".sunlib"
-    if local.is_dir() and _writable(local):
-        return local
-    if not local.exists() and _writable(vault):
-        return local
-    slug = "".join(ch if ch.isalnum() else "-" for ch in vault.name)[:40] or "vault"
-    return sunlib_home() / "indexes" / f"{slug}-{sha256_hex(str(vault))[:10]}"
 
 
 class Library:
@@ -105,11 +87,16 @@ class Library:
     def __init__(self, vault: Path, settings: Settings, *, shared: Shared | None = None) -> None:
         self.vault = vault
         self._settings = settings
-        index_dir = settings.index_dir or default_index_dir(vault)
         try:
-            self.index_dir = index_dir.expanduser()
+            configured = settings.index_dir.expanduser() if settings.index_dir is not None else None
         except RuntimeError:
-            raise UserError(f"index_dir {index_dir}: cannot expand '~' (no such user or home)") from None
+            raise UserError(f"index_dir {settings.index_dir}: cannot expand '~' (no such user or home)") from None
+        if shared is not None and configured is None:
+            where = Location(shared.db_path.parent)  # with_settings: the same vault, already located
+        else:
+            where = locate(vault, configured)
+        self.index_dir = where.path
+        self.index_note = where.note  # one line for the user: the index moved out of the vault, or could not
         self.db_path = self.index_dir / DB_NAME
         self._shared = shared if shared is not None and shared.db_path == self.db_path else Shared(self.db_path)
         self._lock = threading.Lock()
@@ -139,7 +126,11 @@ class Library:
         unchanged (a model loaded once stays loaded); the parts that depend on a changed
         setting are built anew. This library is left as it is."""
         changed = merge(settings or self._settings, **sections) if sections else settings or self._settings
-        return self if changed == self._settings else Library(self.vault, changed, shared=self._shared)
+        if changed == self._settings:
+            return self
+        derived = Library(self.vault, changed, shared=self._shared)
+        derived.index_note = self.index_note
+        return derived
 
     # -- parts ---------------------------------------------------------------------------
 

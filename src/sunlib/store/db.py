@@ -261,3 +261,30 @@ def rowids_of(db: Db, chunk_ids: Sequence[str]) -> dict[str, int]:
         for chunk_id, rowid in db.conn.execute(f"SELECT chunk_id, id FROM chunks WHERE chunk_id IN ({marks})", batch):
             out[str(chunk_id)] = int(rowid)
     return out
+
+
+def copy_database(source: Path, target: Path) -> str | None:
+    """Copy the index file ``source`` (with what its WAL holds) to ``target`` through SQLite's
+    backup API, then check the copy. None when the copy is whole; else why not (``target`` is
+    then removed). ``source`` is only read."""
+    try:
+        src = connect(source, readonly=True)
+        try:
+            dst = connect(target)
+            try:
+                with dst.backup("main", src, "main") as backup:
+                    backup.step(-1)
+                found = [str(row[0]) for row in dst.execute("PRAGMA integrity_check")]
+                dst.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except apsw.Error as exc:
+        found = [str(exc)]
+    if found == ["ok"]:
+        return None
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            Path(str(target) + suffix).unlink()
+    return "; ".join(found[:3])

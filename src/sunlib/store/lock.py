@@ -117,3 +117,72 @@ def indexer_lock(db_path: Path) -> IndexerLock:
         if lock is None:
             lock = _LOCKS[path] = IndexerLock(path)
         return lock
+
+
+# While a process has an index open it holds a shared flock on ``sunlib.db.inuse``; moving the
+# index (``library.location``) needs it exclusively, so an index is never moved from under a
+# process that reads or writes it. Counted per connection: the last one closed lets it go.
+IN_USE_SUFFIX = ".inuse"
+_IN_USE: dict[Path, tuple[int, int]] = {}  # lock file -> (descriptor, open connections)
+
+
+def _in_use_path(db_path: Path) -> Path:
+    path = Path(os.path.abspath(db_path))
+    return path.with_name(path.name + IN_USE_SUFFIX)
+
+
+def mark_in_use(db_path: Path) -> None:
+    """Say that this process opened a connection to the index ``db_path`` (its folder exists)."""
+    path = _in_use_path(db_path)
+    with _LOCKS_MUTEX:
+        if path in _IN_USE:
+            fd, count = _IN_USE[path]
+            _IN_USE[path] = (fd, count + 1)
+            return
+        if fcntl is None:
+            return
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        deadline = time.monotonic() + 10.0  # a move under way takes seconds; then open regardless
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(POLL_S)
+        _IN_USE[path] = (fd, 1)
+
+
+def mark_closed(db_path: Path) -> None:
+    """Say that this process closed a connection it marked with ``mark_in_use``."""
+    path = _in_use_path(db_path)
+    with _LOCKS_MUTEX:
+        if path not in _IN_USE:
+            return
+        fd, count = _IN_USE[path]
+        if count > 1:
+            _IN_USE[path] = (fd, count - 1)
+            return
+        del _IN_USE[path]
+        os.close(fd)  # drops the shared lock
+
+
+@contextlib.contextmanager
+def sole_user(db_path: Path) -> Iterator[bool]:
+    """Yield True while no other process has the index open (and none can open it), else False.
+    A process that has it open itself is another user too: flock is per open file."""
+    path = _in_use_path(db_path)
+    if fcntl is None:
+        yield False  # no way to know: never move
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
