@@ -237,3 +237,22 @@ def test_status_finds_the_vault_of_a_first_index_that_has_not_finished(vault: Pa
     assert status.returncode == 0, status.stderr
     data = json.loads(status.stdout)
     assert data["counts"]["notes"] == 21 and data["vault"] == str(vault.resolve())
+
+
+def test_each_verb_is_registered_by_the_module_the_lazy_loader_imports() -> None:
+    """``sunlib VERB`` imports only ``VERBS[VERB]``'s module: it must be the one that registers VERB."""
+    from sunlib.cli import MODULES, VERBS, load_verbs
+    from sunlib.cli.app import app
+
+    load_verbs()
+    registered: dict[str, str] = {}
+    for command in app.registered_commands:
+        name = command.name or (command.callback.__name__ if command.callback else "")
+        if not command.hidden and command.callback is not None:
+            registered[name.replace("_", "-")] = command.callback.__module__.rsplit(".", 1)[-1]
+    for group in app.registered_groups:
+        assert group.name and group.typer_instance
+        callbacks = [c.callback for c in group.typer_instance.registered_commands if c.callback]
+        registered[group.name] = callbacks[0].__module__.rsplit(".", 1)[-1]
+    assert registered == VERBS
+    assert set(VERBS.values()) == set(MODULES)

@@ -1,18 +1,45 @@
 """The ``sunlib`` command line: one module per verb group, errors as one line + exit code.
 
 The verb modules import what ``--help`` and the reading verbs need; the server (FastAPI,
-uvicorn) is imported by ``sunlib serve`` only, when it runs.
+uvicorn) is imported by ``sunlib serve`` only, when it runs. A verb's module is imported alone
+when the command line names it (``sunlib search`` never imports the evaluation or admin verbs:
+part of a cold start); anything else (``--help``, a typo) imports them all.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
 from ..errors import SunlibError
-from . import admin, ask, calibrate, chat, evaluate, index, mcp, migrate, search, serve  # noqa: F401 - registers the verbs
 from .app import app
+
+MODULES = ("admin", "ask", "calibrate", "chat", "evaluate", "index", "mcp", "migrate", "search", "serve")
+VERBS = {  # verb -> the module that registers it (tests/test_cli.py checks it against the app)
+    "init": "admin",
+    "status": "admin",
+    "doctor": "admin",
+    "ask": "ask",
+    "runs": "ask",
+    "calibrate": "calibrate",
+    "chat": "chat",
+    "eval": "evaluate",
+    "index": "index",
+    "mcp": "mcp",
+    "migrate": "migrate",
+    "search": "search",
+    "serve": "serve",
+}
+
+
+def load_verbs(argv: Sequence[str] | None = None) -> None:
+    """Register the verb that ``argv`` names, or every verb when it names none we know."""
+    first = argv[0] if argv else None
+    for name in (VERBS[first],) if first in VERBS else MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
@@ -21,8 +48,10 @@ INTERRUPTED = "interrupted: committed work is kept; run the command again to fin
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); always ends in ``SystemExit``."""
+    args = list(argv) if argv is not None else sys.argv[1:]
     try:
-        app(args=list(argv) if argv is not None else None)
+        load_verbs(args)
+        app(args=args)
     except SystemExit as exc:
         if _interrupted(exc):  # typer turns Ctrl-C into a plain exit 130: say what was kept
             print(INTERRUPTED, file=sys.stderr)

@@ -12,3 +12,9 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=None,
 )
+
+
+@app.callback()
+def root() -> None:
+    """sunlib: search and ask your Markdown notes, in English and Chinese, with citations."""
+    # A callback keeps the verbs a group when one alone is registered (``cli.load_verbs``).

@@ -53,7 +53,7 @@ def open_library(vault: Path | None, config: Path | None, **overrides: Any) -> L
 def announced(lib: Library) -> Library:
     """``lib``, once its index move (or a reason it did not move) is told on stderr."""
     if lib.index_note:
-        err.print(f"note: {lib.index_note}", markup=False)
+        err.print(f"note: {lib.index_note}", markup=False, soft_wrap=True)
     return lib
 
 
