@@ -4,12 +4,14 @@ their main vector by deleting some (as if e5 had not reached them yet)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import CountingEmbedder
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.contracts import SearchResult
@@ -132,3 +134,36 @@ def test_with_no_main_vectors_at_all_dense_search_runs_on_the_fast_tier(two: tup
 
 def _all_chunks(lib: Library) -> list[str]:
     return lib.store.visible_chunk_ids(Visibility.of(["public"]))
+
+
+def _backlog_vault(root: Path) -> Path:
+    vault = root / "vault"
+    vault.mkdir()
+    for i in range(40):
+        (vault / f"n{i:02d}.md").write_text(f"# Note {i}\n\nFiller text number {i} about nothing.\n", encoding="utf-8")
+        os.utime(vault / f"n{i:02d}.md", (1_700_000_000 + i, 1_700_000_000 + i))
+    (vault / "tides.md").write_text(NOTES["tides.md"], encoding="utf-8")
+    os.utime(vault / "tides.md", (1_600_000_000, 1_600_000_000))  # the oldest note of all
+    return vault
+
+
+def test_the_backfill_embeds_notes_being_edited_and_chunks_searched_for_first(tmp_path: Path) -> None:
+    """Issue 30 item 3: a chunk a search showed while it waited, then a note saved during the
+    backfill, are embedded before the rest, which goes the notes changed last first."""
+    vault = _backlog_vault(tmp_path)
+    embedding = {"provider": "counting", "fast_tier": "e5-fast", "batch_size": 4}
+    with Library.open(vault, embedding=embedding, index_dir=tmp_path / "index") as lib:
+        lib.index(backfill=False)  # text and the fast tier: every main vector still to come
+        assert lib.store.vectors.count_pending(lib.space)[0] == 41
+        hits = lib.search("when does the harbour gate close before high tide", mode="hybrid", limit=1).hits
+        assert [h.path for h in hits] == ["tides.md"]
+        (vault / "n05.md").write_text("# Note 5\n\nEdited during the backfill.\n", encoding="utf-8")
+        lib.index(embed=False)
+        CountingEmbedder.seen = []
+        lib.embed()
+    first = CountingEmbedder.seen[:4]
+    assert "harbour gate" in first[0]  # asked about: first, though its note is the oldest
+    assert any("Edited during the backfill" in t for t in first)  # saved last: next
+    rest = [t for t in CountingEmbedder.seen if "Filler" in t]
+    numbers = [int(t.split("number ")[1].split()[0]) for t in rest]
+    assert numbers == sorted(numbers, reverse=True)  # then the notes changed last first

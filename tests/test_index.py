@@ -6,6 +6,7 @@ Providers: the deterministic ``hash`` embedder, and the test-only ``counting``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -293,6 +294,8 @@ def test_two_providers_get_separate_spaces_that_never_mix(vault: Path, tmp_path:
 
 
 def test_text_only_index_searches_with_bm25_and_warns_about_missing_vectors(vault: Path) -> None:
+    newest = max(p.stat().st_mtime for p in vault.rglob("*.md")) + 60
+    os.utime(vault / "getting-started" / "installation.md", (newest, newest))  # embedded first: changed last
     with Library.open(vault, embedding={"provider": "flaky", "batch_size": 4}) as lib:
         report = lib.index(embed=False)
         assert report.chunks_written > 0 and report.vectors_embedded == 0

@@ -43,6 +43,7 @@ from ..sync.freshness import Freshness, FreshRead, fresh_read
 from ..sync.indexing import (
     IndexReport,
     Progress,
+    Wanted,
     crosslang_space,
     embed_pending,
     fast_space,
@@ -158,6 +159,11 @@ class Library:
         self._refuse_on_replica("write notes or index")
         self.stores.current()  # opening the index makes its folder, where the lock file goes
         return indexer_lock(self.db_path)
+
+    @property
+    def wanted(self) -> Wanted:
+        """The chunks searches ranked while they waited for their vector; the backfill takes them first."""
+        return self._shared.part(("wanted",), Wanted)
 
     @property
     def freshness(self) -> FreshRead:
@@ -308,7 +314,9 @@ class Library:
                     report.vectors_pending = self.store.vectors.count_pending(self.space)[0]
                     return report
             else:
-                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=role == "main")
+                main = role == "main"
+                urgent = self.wanted.drain if main else None  # chunks searched for while they waited
+                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=main, first=urgent)
         return report
 
     def search(
@@ -352,6 +360,8 @@ class Library:
             lambda r: [h.path for h in r.hits],
         )
         hits = tuple(h for h in result.hits if h.path not in withheld)
+        if fast is not None:  # while a backfill runs, what searches show is embedded next
+            self.wanted.add(h.chunk_id for h in hits)
         if tracer is not None:
             tracer.adopt(result.trace.steps, result.trace.warnings)
             return dataclasses.replace(result, hits=hits, trace=tracer.finish())

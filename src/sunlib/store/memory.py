@@ -137,8 +137,8 @@ class Delegating:
     def delete(self, space: Space, chunk_ids: Sequence[str]) -> None:
         self.source.delete(space, chunk_ids)
 
-    def pending(self, space: Space, limit: int | None = None) -> list[PendingChunk]:
-        return self.source.pending(space, limit)
+    def pending(self, space: Space, limit: int | None = None, first: Sequence[str] = ()) -> list[PendingChunk]:
+        return self.source.pending(space, limit, first)
 
     def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:
         return self.source.count_pending(space, visibility)

@@ -430,8 +430,9 @@ class VectorIndex(Protocol):
         """(chunk_id, cosine similarity) best first, among visible chunks only (filtered before ranking)."""
         ...
 
-    def pending(self, space: Space, limit: int | None = None) -> list[PendingChunk]:
-        """Chunks without a current vector, in note then reading order."""
+    def pending(self, space: Space, limit: int | None = None, first: Sequence[str] = ()) -> list[PendingChunk]:
+        """Chunks without a current vector: those of ``first`` (chunk ids: the ones a search just
+        ranked), then the notes changed last first, each in reading order."""
         ...
 
     def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:

@@ -163,18 +163,23 @@ class SqliteVectors:
         ids = chunk_ids_of(self.db, [int(r[0]) for r in rows])
         return [(ids[int(r[0])], 1.0 - float(r[1]) ** 2 / 2.0) for r in rows if int(r[0]) in ids]
 
-    def pending(self, space: Space, limit: int | None = None) -> list[PendingChunk]:
-        """Chunks without a vector in this space, in note then reading order."""
+    def pending(self, space: Space, limit: int | None = None, first: Sequence[str] = ()) -> list[PendingChunk]:
+        """Chunks without a vector in this space: those of ``first``, then the notes changed last
+        (file mtime) first, each in reading order."""
+        wanted = list(dict.fromkeys(first))[:500]
+        ranks = " ".join(f"WHEN ? THEN {i}" for i in range(len(wanted)))
+        order = f"CASE c.chunk_id {ranks} ELSE {len(wanted)} END, " if wanted else ""
         sql = (
             "SELECT c.chunk_id, c.stamp, c.embed_hash, n.title, c.heading_path, c.text FROM chunks c"
             " JOIN notes n ON n.id = c.note_rowid"
-            f" WHERE c.id NOT IN (SELECT rowid FROM {_rowids(space)}) ORDER BY c.note_rowid, c.ordinal"
+            f" WHERE c.id NOT IN (SELECT rowid FROM {_rowids(space)})"
+            f" ORDER BY {order}n.mtime DESC, c.note_rowid, c.ordinal"
         )
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [
             PendingChunk(r[0], int(r[1]), r[2], embed_text_for(r[3], json.loads(r[4]), r[5]))
-            for r in self.db.conn.execute(sql)
+            for r in self.db.conn.execute(sql, wanted)
         ]
 
     def count_pending(self, space: Space, visibility: Visibility | None = None) -> tuple[int, int]:

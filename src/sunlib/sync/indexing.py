@@ -18,8 +18,9 @@ import dataclasses
 import json
 import os
 import stat
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,35 @@ from ..store import DerivedVectors, DocumentStore, NoteState, Space, Store, Vect
 
 Progress = Callable[[str, int, int], None]
 NOTE_BATCH = 50
-PENDING_PAGE = 2048
+PENDING_PAGE = 2048  # at most this many pending chunks are listed at once
+PAGE_BATCHES = 16  # ... and at most this many batches: the list is read again that often, so a note
+# saved or a chunk searched for during a long backfill is embedded within minutes, not at the end
+WANTED_MAX = 1024
+
+
+class Wanted:
+    """The chunks a search ranked while they still waited for their vector (the fast-tier route's
+    hits): the backfill embeds them next (``embed_pending(first=...)``). Kept per index in the
+    process that searches; a bounded set, the latest wins."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: dict[str, None] = {}
+
+    def add(self, chunk_ids: Iterable[str]) -> None:
+        """Add one search's chunks, best first: they go before those of earlier searches."""
+        with self._lock:
+            for chunk_id in reversed(list(chunk_ids)):
+                self._ids.pop(chunk_id, None)
+                self._ids[chunk_id] = None
+            while len(self._ids) > WANTED_MAX:
+                del self._ids[next(iter(self._ids))]
+
+    def drain(self) -> list[str]:
+        """Every chunk added since the last drain: the latest search's best first."""
+        with self._lock:
+            found, self._ids = list(self._ids)[::-1], {}
+        return found
 
 
 @dataclass
@@ -249,6 +278,7 @@ def embed_pending(
     progress: Progress = _noop,
     active: bool = True,
     phase: str = "vectors",
+    first: Callable[[], Sequence[str]] | None = None,
 ) -> IndexReport:
     """Reconcile the space's vectors with the text, then embed every chunk without a vector
     (cache first), committing per batch. Each vector is written with the stamp of the chunk it
@@ -259,7 +289,9 @@ def embed_pending(
     (``vectors_skipped``); a rewritten chunk's new version is listed and embedded in its turn.
 
     ``active=False`` for a second space (the fast tier, vectors for rescoring): it does not become
-    the index's space. ``phase``: the name progress reports under."""
+    the index's space. ``phase``: the name progress reports under. The order is that of
+    ``pending``: the notes changed last first; ``first`` (``Wanted.drain``) names chunks to embed
+    before those, asked for again at every page."""
     t0 = time.perf_counter()
     vectors = store.vectors
     vectors.ensure_space(space)
@@ -272,12 +304,13 @@ def embed_pending(
     tried: set[tuple[str, int]] = set()
     refused = 0
     pace = Pace(store, space)
+    page_size = min(PENDING_PAGE, PAGE_BATCHES * batch_size)
     while True:
-        listed = vectors.pending(space, limit=PENDING_PAGE + refused)
+        listed = vectors.pending(space, limit=page_size + refused, first=first() if first else ())
         page = [p for p in listed if (p.chunk_id, p.stamp) not in tried]
         if not page:
             break
-        page = page[:PENDING_PAGE]
+        page = page[:page_size]
         # chunks written meanwhile (a note saved during a rebuild) raise the total: done <= total
         total = max(total, done + max(len(page), vectors.count_pending(space)[0]))
         tried.update((p.chunk_id, p.stamp) for p in page)

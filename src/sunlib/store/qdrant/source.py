@@ -87,8 +87,12 @@ def chunk_stamps(db: Db) -> dict[str, int]:
 
 
 def chunk_order(db: Db) -> list[tuple[str, int]]:
-    """(chunk_id, stamp) of every chunk in note then reading order: the order of ``pending``."""
-    rows = db.conn.execute("SELECT chunk_id, stamp FROM chunks ORDER BY note_rowid, ordinal")
+    """(chunk_id, stamp) of every chunk, the notes changed last first, each in reading order: the
+    order of ``pending``."""
+    rows = db.conn.execute(
+        "SELECT c.chunk_id, c.stamp FROM chunks c JOIN notes n ON n.id = c.note_rowid"
+        " ORDER BY n.mtime DESC, c.note_rowid, c.ordinal"
+    )
     return [(str(c), int(s)) for c, s in rows]
 
 

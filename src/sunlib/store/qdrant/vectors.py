@@ -183,9 +183,12 @@ class QdrantVectors:
         held = self.ledger(space) if self.has_space(space) else {}
         return [c for c, s in order if held.get(c) != s]
 
-    def pending(self, space: Space, limit: int | None = None) -> list[PendingChunk]:
-        """Chunks without a current vector, in note then reading order."""
+    def pending(self, space: Space, limit: int | None = None, first: Sequence[str] = ()) -> list[PendingChunk]:
+        """Chunks without a current vector: those of ``first``, then the notes changed last first."""
         ids = self._missing(space, self.view.chunk_order())
+        if first:
+            wanted = set(first)
+            ids = [c for c in ids if c in wanted] + [c for c in ids if c not in wanted]
         if limit is not None:
             ids = ids[: max(0, int(limit))]
         return self.view.pending_chunks(ids)
