@@ -21,7 +21,7 @@ import pytest
 
 from clients import ctrl_c_default, sunlib
 from sunlib import Library
-from sunlib.store import NoteState
+from sunlib.store import NoteState, Visibility
 from sunlib.sync.watch import Watcher, ignored
 
 TIMEOUT = 15.0  # seconds: generous for a loaded machine; a passing run takes well under one
@@ -149,6 +149,32 @@ def test_an_acl_change_on_disk_and_in_a_sidecar(watched: tuple[Library, Watcher]
     until(lambda: lib.store.note_by_id(side.note_id).acl == ("team",), "the sidecar's ACL")  # type: ignore[union-attr]
     sidecar.unlink()
     until(lambda: lib.store.note_by_id(side.note_id).acl == ("public",), "the default ACL again")  # type: ignore[union-attr]
+
+
+def test_a_new_note_and_its_sidecar_written_one_after_the_other_are_never_public_between(
+    watched: tuple[Library, Watcher],
+) -> None:
+    """Issue 29 item 1: a new note waits ``sidecar_settle_s`` for its sidecar, so a restricted note
+    written as two files (the note, then its sidecar a moment later) is indexed restricted, and
+    no public search finds it in between; a new note without a sidecar is indexed once the wait ends."""
+    lib, _ = watched
+    public = Visibility(("public",))
+    t0 = time.monotonic()
+    (lib.vault / "payroll.md").write_text("# Payroll\n\nThe codeword is marzipan.\n", encoding="utf-8")
+    deadline = time.monotonic() + 0.8  # the sidecar comes later, as a sync tool delivers files
+    while time.monotonic() < deadline:
+        assert not lib.store.lexical.bm25('"marzipan"', public, 10), "public before its sidecar came"
+        time.sleep(0.02)
+    (lib.vault / "payroll.metadata.yaml").write_text("acl: [hr]\n", encoding="utf-8")
+    until(lambda: state(lib, "payroll.md"), "the note, with its sidecar")
+    assert not lib.store.lexical.bm25('"marzipan"', public, 10)
+    assert lib.store.lexical.bm25('"marzipan"', Visibility(("public", "hr")), 10)
+
+    (lib.vault / "plain.md").write_text("# Plain\n\nNo sidecar is coming.\n", encoding="utf-8")
+    t1 = time.monotonic()
+    until(lambda: state(lib, "plain.md"), "the note without a sidecar")
+    assert time.monotonic() - t1 >= lib.settings.index.sidecar_settle_s * 0.9  # it waited first
+    assert time.monotonic() - t0 < TIMEOUT
 
 
 def test_a_broken_note_is_failed_with_its_reason_and_recovers(watched: tuple[Library, Watcher]) -> None:

@@ -46,6 +46,10 @@ class IndexSettings(BaseModel):
     # A larger file is reported and skipped: parsing cost grows with size (a 50 MB file of blank
     # lines took 7 GB of memory), and no note needs to be a book.
     max_note_bytes: int = Field(10_000_000, ge=1024)
+    # Watch mode: a new note that has no sidecar yet waits this long for one before it is indexed,
+    # so that a note and its restricting sidecar, written one after the other (a sync tool, a
+    # script), are never served as a public note in between. 0 turns the wait off.
+    sidecar_settle_s: float = Field(2.0, ge=0.0, le=60.0)
 
 
 class EmbeddingSettings(BaseModel):

@@ -23,6 +23,10 @@ writes use), under the library's write lock:
   server: a job on the worker service's index lane; in ``sunlib index --watch``: inline).
   At most one vectors run waits at a time: a burst of batches coalesces into it.
 - **Status.** Every path moves through the ``FileBoard`` (queued -> indexed / failed -> embedded).
+- **New notes wait for their sidecar.** A note that is not in the index yet and has no sidecar
+  waits ``[index] sidecar_settle_s`` (2 s) before it is indexed; its sidecar arriving meanwhile
+  ends the wait, and the two are indexed as one. So a restricted note written as two files is never
+  public in between. A note already indexed is synced at once, with or without a sidecar.
 - **Failures** of one batch (a busy index, a full disk) mark its paths failed with the reason;
   the watcher goes on, and the next change to those files (or the next full index) retries.
 
@@ -139,6 +143,7 @@ class Watcher:
         self._embed_lock = threading.Lock()
         self._embed_waiting: set[str] = set()
         self._embed_queued = False
+        self._settling: dict[str, float] = {}  # new note without a sidecar -> when it stops waiting
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -180,6 +185,7 @@ class Watcher:
                 self.ready.set()
             if changes:
                 self.apply(changes)
+            self.release_settled()
 
     def _wanted(self, change: watchfiles.Change, raw: str) -> bool:
         rel = _relative(self.vault, raw)
@@ -208,8 +214,41 @@ class Watcher:
         return out
 
     def apply(self, changes: Iterable[tuple[watchfiles.Change, str]]) -> Batch | None:
-        paths = self.note_paths(changes)
+        paths = self.hold_new_alone(self.note_paths(changes))
         return self.apply_paths(paths) if paths else None
+
+    def hold_new_alone(self, paths: set[str]) -> set[str]:
+        """``paths`` less the new notes that have no sidecar yet: those wait (``release_settled``)
+        for ``sidecar_settle_s``. A path whose sidecar has come, or that is gone, goes now, and so
+        does the whole batch when an indexed note leaves in it: a move, whose note keeps its id."""
+        settle = self.library.settings.index.sidecar_settle_s
+        if settle <= 0 or not paths:
+            return paths
+        known = self.library.store.note_states_of(sorted(paths))
+        if any(not (self.vault / p).exists() for p in known):
+            for path in paths:
+                self._settling.pop(path, None)
+            return paths
+        now = time.monotonic()
+        ready = set()
+        for path in paths:
+            alone = (self.vault / path).is_file() and not (self.vault / (path[:-3] + SIDECAR_SUFFIX)).exists()
+            if path in known or not alone:
+                self._settling.pop(path, None)
+                ready.add(path)
+            else:
+                self._settling.setdefault(path, now + settle)
+        if len(ready) < len(paths):
+            self.board.queue(sorted(paths - ready), {})
+        return ready
+
+    def release_settled(self) -> Batch | None:
+        """Index the new notes whose wait for a sidecar is over."""
+        now = time.monotonic()
+        due = [p for p, at in self._settling.items() if at <= now]
+        for path in due:
+            del self._settling[path]
+        return self.apply_paths(due) if due else None
 
     def apply_paths(self, paths: Iterable[str]) -> Batch:
         """Sync some note paths (text phase now, vectors after) and report the batch."""
