@@ -113,6 +113,9 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
         if key.startswith("SUNLIB_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("SUNLIB_HOME", str(tmp_path_factory.mktemp("sunlib_home")))
+    # one embedding worker, whatever the machine's load: tests read the order things are embedded in
+    # (tests/test_index.py's parallel test sets its own)
+    monkeypatch.setenv("SUNLIB_EMBEDDING__WORKERS", "1")
     CountingEmbedder.seen = []
     FlakyEmbedder.batches = 0
 

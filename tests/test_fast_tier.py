@@ -5,6 +5,7 @@ their main vector by deleting some (as if e5 had not reached them yet)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -167,3 +168,25 @@ def test_the_backfill_embeds_notes_being_edited_and_chunks_searched_for_first(tm
     rest = [t for t in CountingEmbedder.seen if "Filler" in t]
     numbers = [int(t.split("number ")[1].split()[0]) for t in rest]
     assert numbers == sorted(numbers, reverse=True)  # then the notes changed last first
+
+
+def test_a_server_fills_in_the_vectors_a_first_index_left(tmp_path: Path) -> None:
+    """``sunlib serve`` indexes the text and the fast tier, then serves while its lifespan's backfill
+    job embeds the rest (issue 30 item 3)."""
+    from fastapi.testclient import TestClient
+
+    from sunlib.server import create_app
+
+    vault = _backlog_vault(tmp_path)
+    with Library.open(vault, embedding={"provider": "hash", "fast_tier": "e5-fast"}, index_dir=tmp_path / "i") as lib:
+        lib.index(backfill=False)
+        assert lib.store.vectors.count_pending(lib.space)[0] == 41
+        with TestClient(create_app(lib), base_url="http://127.0.0.1", client=("127.0.0.1", 50000)) as client:
+            r = client.post("/api/search", json={"query": "harbour gate high tide", "mode": "hybrid"})
+            assert r.status_code == 200 and r.json()["results"][0]["path"] == "tides.md"
+            deadline = time.monotonic() + 60
+            while lib.store.vectors.count_pending(lib.space)[0]:
+                assert time.monotonic() < deadline, "the backfill did not run"
+                time.sleep(0.05)
+        main = [e for e in lib.status().embedding if e.role == "main"]
+        assert main and main[0].embedded == main[0].total == 41

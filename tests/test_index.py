@@ -7,8 +7,12 @@ Providers: the deterministic ``hash`` embedder, and the test-only ``counting``
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
 import pytest
 
 from conftest import CountingEmbedder, FlakyEmbedder
@@ -16,7 +20,10 @@ from store_helpers import all_chunk_ids, chunk_ids_by_path, embed_texts, paths_w
 from sunlib import Library
 from sunlib.contracts import SearchFilters
 from sunlib.errors import ProviderError
+from sunlib.providers.embedders.hashing import HashEmbedder
+from sunlib.providers.registry import Kind, register_embedder
 from sunlib.store import Visibility, embed_text_for
+from sunlib.sync.indexing import bulk_workers
 
 ALL = ["public", "team", "ops"]
 QUERIES = ["how large is a chunk", "reciprocal rank fusion", "中文分词", "rebuild window backup", "embedding cache"]
@@ -372,3 +379,42 @@ def test_moved_note_keeps_its_id_after_a_later_edit(hash_library: Library) -> No
     assert report.changed == ["guide/search/modes-moved.md"]
     after = {p: nid for nid, p, _ in hash_library.store.iter_notes()}
     assert after["guide/search/modes-moved.md"] == before  # not note_id_for the new path
+
+
+class NiceProbe(HashEmbedder):
+    """The hash embedder, noting the thread priority of every passage batch it embeds."""
+
+    provider = "nice-probe"
+    priorities: ClassVar[list[int]] = []
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        if kind == "passage":
+            NiceProbe.priorities.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return super().embed_batch(texts, kind)
+
+
+register_embedder("nice-probe")(lambda settings: NiceProbe(64))
+
+
+def test_parallel_bulk_embedding_gives_the_same_vectors_at_a_lower_priority(vault: Path, tmp_path: Path) -> None:
+    """``[embedding] workers``: batches embedded at once, on threads at ``bulk_nice``; every vector
+    is what one worker writes, and the calling thread (a server's searches) keeps its priority."""
+    spaces = {}
+    for workers in (1, 3):
+        NiceProbe.priorities = []
+        embedding = {"provider": "nice-probe", "batch_size": 4, "workers": workers, "bulk_nice": 7}
+        with Library.open(vault, embedding=embedding, index_dir=tmp_path / f"w{workers}") as lib:
+            report = lib.index()
+            assert report.vectors_pending == 0 and report.vectors_embedded > 10
+            ids = sorted(all_chunk_ids(lib.store))
+            spaces[workers] = lib.store.vectors.vectors_for(lib.space, ids)
+        own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert set(NiceProbe.priorities) == ({own} if workers == 1 else {max(own, 7)})
+    assert spaces[1].keys() == spaces[3].keys()
+    assert all(np.array_equal(spaces[1][c], spaces[3][c]) for c in spaces[1])
+
+
+def test_auto_workers_take_the_idle_cores() -> None:
+    cores = len(os.sched_getaffinity(0))
+    assert 1 <= bulk_workers("auto") <= cores
+    assert bulk_workers(2) == 2

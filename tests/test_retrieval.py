@@ -363,7 +363,17 @@ def test_snippets_highlight_stemmed_query_words(hash_library: Library) -> None:
         assert hit.citation.quote == hit.snippet
     lowered = {w.lower() for w in words}
     assert {"index", "indexed"} <= lowered or {"index", "indexes"} <= lowered, words
-    assert any(w != w.lower() for w in words)  # case-insensitive: "Indexes"/"Indexing" at a sentence start
+    # case-insensitive both ways: the query's case changes nothing, and a note's capitals are found
+    upper = hash_library.search("INDEXING", mode="bm25", limit=20).hits
+    assert [(h.chunk_id, h.highlights) for h in upper] == [
+        (h.chunk_id, h.highlights) for h in hash_library.search("indexing", mode="bm25", limit=20).hits
+    ]
+    found = [
+        h.snippet[s:e]
+        for h in hash_library.search("index the vault", mode="bm25", limit=10).hits
+        for s, e in h.highlights
+    ]
+    assert any(w != w.lower() for w in found), found  # "VAULT" in a code line, "Indexes" at a sentence start
     assert "indexing" in lowered
 
 

@@ -209,7 +209,8 @@ def test_a_full_disk_fails_writes_whole_and_changes_nothing(small_disk: Path) ->
     (vault / "notes" / "a.md").write_text("# A\n\nalpha text.\n", encoding="utf-8")
     (vault / "notes" / "b.md").write_text("# B\n\nbeta text.\n", encoding="utf-8")
     (vault / "notes" / "b.metadata.yaml").write_text("tags: [kept]\n", encoding="utf-8")
-    lib = Library.open(vault, embedding={"provider": "hash"})
+    # the index on the same small disk as the vault (by default it lives under SUNLIB_HOME)
+    lib = Library.open(vault, embedding={"provider": "hash"}, index_dir=small_disk / "index")
     lib.index()
     application = create_app(lib)
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -69,6 +69,12 @@ class EmbeddingSettings(BaseModel):
     # provider's own vectors fill in behind it. "auto": the e5-fast tier when the provider is e5;
     # "none": one pass; or an embedder provider's name.
     fast_tier: str = "auto"
+    # Bulk embedding (``sunlib index``, a backfill, a rebuild) runs this many batches at once, each
+    # on one model thread: "auto" takes the cores that are idle when the run starts (the load
+    # average's share), at least 1. Queries always use ``threads``. The workers run at
+    # ``bulk_nice`` (Linux thread priority), so a server's searches go first while they embed.
+    workers: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = "auto"
+    bulk_nice: int = Field(10, ge=0, le=19)
 
 
 class SearchSettings(BaseModel):

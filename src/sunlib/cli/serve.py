@@ -21,7 +21,13 @@ def serve(
     port: Annotated[int | None, typer.Option(help="port (default 8765)")] = None,
     vault: Annotated[Path | None, typer.Option("--vault", "-V", help=VAULT_HELP)] = None,
     config: Annotated[Path | None, typer.Option(help="a sunlib.toml to use")] = None,
-    index_first: Annotated[bool, typer.Option("--index/--no-index", help="bring the index up to date first")] = True,
+    index_first: Annotated[
+        bool,
+        typer.Option(
+            "--index/--no-index",
+            help="bring the text and the fast tier up to date first (the rest fills in while serving)",
+        ),
+    ] = True,
     watch: Annotated[
         bool, typer.Option("--watch/--no-watch", help="re-index notes as their files change (sunlib.sync.watch)")
     ] = True,
@@ -45,7 +51,7 @@ def serve(
             err.print(f"a read-only replica of the Qdrant collections {lib.settings.store.collection!r}")
         elif index_first:
             err.print(f"indexing {lib.vault} ...")
-            report = lib.index()
+            report = lib.index(backfill=False)  # text and the fast tier; the rest fills in while serving
             for path, reason in report.failed:  # as `sunlib index` reports them; plain text, no markup
                 sys.stderr.write(f"failed: {path}: {' '.join(reason.split())}\n")
         remember_vault(lib.vault)

@@ -15,19 +15,25 @@ of a heading is its marker, not part of its text.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from markdown_it import MarkdownIt
 
 from ..contracts import Block
 from .ids import line_starts
 from .yaml_bounded import DuplicateKey, YamlTooLarge, load_yaml
 
+
 # text_join off: escapes and entities stay their own tokens, so "\#x" and "&#35;x" are no tags
-_MD = MarkdownIt("commonmark").enable("table").disable("text_join")
+@functools.cache
+def _parser() -> Any:
+    """The CommonMark parser, built on first use: a search that parses no note never imports it."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").disable("text_join")
 _LONE_CR = re.compile(r"\r(?!\n)")
 _FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 _FRONTMATTER_OPEN = re.compile(r"\A---[ \t]*\r?\n")
@@ -118,7 +124,7 @@ def parse_markdown(text: str) -> ParsedMarkdown:
     first_body_line = text.count("\n", 0, body_start)
     # Blank out the frontmatter lines so markdown-it's line numbers match the file.
     source = "\n" * first_body_line + text[body_start:]
-    tokens = _MD.parse(source)
+    tokens = _parser().parse(source)
 
     blocks: list[Block] = []
     headings: list[tuple[int, str]] = []  # (level, title) stack

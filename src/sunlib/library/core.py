@@ -44,6 +44,7 @@ from ..sync.indexing import (
     IndexReport,
     Progress,
     Wanted,
+    bulk_workers,
     crosslang_space,
     embed_pending,
     fast_space,
@@ -296,6 +297,8 @@ class Library:
         searchable by meaning within minutes), then the provider's space, then the second spaces (the
         cross-language route's, the fusion reranker's). ``backfill=False``: the fast tier only."""
         batch = self.settings.embedding.batch_size
+        workers = bulk_workers(self.settings.embedding.workers)  # the cores idle as the run starts
+        nice = self.settings.embedding.bulk_nice
         for role, embedder, space in self.filled_spaces():
             if role == "fast":
                 first = embed_pending(
@@ -316,7 +319,18 @@ class Library:
             else:
                 main = role == "main"
                 urgent = self.wanted.drain if main else None  # chunks searched for while they waited
-                embed_pending(self.store, embedder, space, batch, report, progress or _quiet, active=main, first=urgent)
+                embed_pending(
+                    self.store,
+                    embedder,
+                    space,
+                    batch,
+                    report,
+                    progress or _quiet,
+                    active=main,
+                    first=urgent,
+                    workers=workers,
+                    nice=nice,
+                )
         return report
 
     def search(

@@ -42,8 +42,9 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
 
     state: ServerState = app.state.sunlib
     state.jobs.start()
-    from .watching import start_watcher
+    from .watching import start_backfill, start_watcher
 
+    start_backfill(state)
     watcher = await asyncio.to_thread(start_watcher, state) if state.watch else None
     try:
         async with sessions(app):  # the /mcp transport's task group

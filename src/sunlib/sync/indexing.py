@@ -14,25 +14,32 @@ is never embedded twice, even when its note changed around it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
 
 from ..config import IndexSettings, Settings
 from ..ingest import NoteError, VaultFile, file_hash, load_note, make_chunker, note_id_for, walk_vault
 from ..ingest.chunkers import Chunker
 from ..ingest.vault import SKIP_DIRS, sidecar_of
 from ..providers import Embedder, create_embedder
-from ..store import DerivedVectors, DocumentStore, NoteState, Space, Store, VectorItem, chunk_tokens
+from ..store import DerivedVectors, DocumentStore, NoteState, PendingChunk, Space, Store, VectorItem, chunk_tokens
 
 Progress = Callable[[str, int, int], None]
 NOTE_BATCH = 50
+T = TypeVar("T")
 PENDING_PAGE = 2048  # at most this many pending chunks are listed at once
 PAGE_BATCHES = 16  # ... and at most this many batches: the list is read again that often, so a note
 # saved or a chunk searched for during a long backfill is embedded within minutes, not at the end
@@ -269,6 +276,39 @@ def crosslang_space(settings: Settings, embedder: Embedder, space: Space) -> tup
     return second, space_for(second, settings.index)
 
 
+class _Inline(Executor):
+    """Runs each task as it is submitted, on the calling thread: one worker, no thread."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+
+def bulk_workers(setting: int | str) -> int:
+    """How many batches a bulk embedding run embeds at once: ``setting``, or for "auto" the cores
+    that are idle now (those this process may use, less the 1-minute load average), at least 1."""
+    if setting != "auto":
+        return int(setting)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average here (Windows): one worker, as before
+        return 1
+    return max(1, min(cores, round(cores - busy)))
+
+
+def _lower_priority(nice: int) -> Callable[[], None]:
+    def start() -> None:
+        with contextlib.suppress(AttributeError, OSError):  # Linux: a thread has its own priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+    return start
+
+
 def embed_pending(
     store: Store,
     embedder: Embedder,
@@ -279,6 +319,8 @@ def embed_pending(
     active: bool = True,
     phase: str = "vectors",
     first: Callable[[], Sequence[str]] | None = None,
+    workers: int = 1,
+    nice: int = 0,
 ) -> IndexReport:
     """Reconcile the space's vectors with the text, then embed every chunk without a vector
     (cache first), committing per batch. Each vector is written with the stamp of the chunk it
@@ -291,7 +333,8 @@ def embed_pending(
     ``active=False`` for a second space (the fast tier, vectors for rescoring): it does not become
     the index's space. ``phase``: the name progress reports under. The order is that of
     ``pending``: the notes changed last first; ``first`` (``Wanted.drain``) names chunks to embed
-    before those, asked for again at every page."""
+    before those, asked for again at every page. ``workers`` > 1: that many batches are embedded
+    at once, on threads at priority ``nice`` (the writes stay on the calling thread, in order)."""
     t0 = time.perf_counter()
     vectors = store.vectors
     vectors.ensure_space(space)
@@ -305,42 +348,61 @@ def embed_pending(
     refused = 0
     pace = Pace(store, space)
     page_size = min(PENDING_PAGE, PAGE_BATCHES * batch_size)
-    while True:
-        listed = vectors.pending(space, limit=page_size + refused, first=first() if first else ())
-        page = [p for p in listed if (p.chunk_id, p.stamp) not in tried]
-        if not page:
-            break
-        page = page[:page_size]
-        # chunks written meanwhile (a note saved during a rebuild) raise the total: done <= total
-        total = max(total, done + max(len(page), vectors.count_pending(space)[0]))
-        tried.update((p.chunk_id, p.stamp) for p in page)
-        cached = vectors.cached_vectors(space, [p.embed_hash for p in page])
-        hits = [
-            VectorItem(p.chunk_id, p.stamp, p.embed_hash, cached[p.embed_hash]) for p in page if p.embed_hash in cached
-        ]
-        if hits:
-            refused += len(hits) - vectors.upsert(space, hits, cache=False)
-            report.vectors_from_cache += len(hits)
-            done += len(hits)
-            progress(phase, done, total)
-        misses = [p for p in page if p.embed_hash not in cached]
-        for i in range(0, len(misses), batch_size):
-            listed_batch = misses[i : i + batch_size]
-            # Read again just before the work: a chunk deleted or rewritten since the page was read
-            # (its note deleted or replaced meanwhile), or embedded by another process, costs nothing.
-            batch = vectors.still_pending(space, listed_batch)
-            skipped = len(listed_batch) - len(batch)
-            report.vectors_skipped += skipped
-            refused += skipped  # in ``tried``: should one still be listed, the page makes room for it
-            done += skipped
-            if batch:
-                embedded = embedder.embed([p.embed_text for p in batch])
-                items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, v) for p, v in zip(batch, embedded, strict=True)]
-                refused += len(items) - vectors.upsert(space, items)
-                report.vectors_embedded += len(batch)
-                done += len(batch)
-                pace.tick(len(batch))
-            progress(phase, done, total)
+    pool: Executor = _Inline() if workers <= 1 else ThreadPoolExecutor(workers, "sunlib-embed", _lower_priority(nice))
+    running: deque[tuple[list[PendingChunk], Future[np.ndarray]]] = deque()  # in the order they were read
+
+    def write_oldest() -> None:
+        nonlocal refused, done
+        batch, embedding = running.popleft()
+        vecs = embedding.result()  # the worker's error, if any, is raised here
+        items = [VectorItem(p.chunk_id, p.stamp, p.embed_hash, v) for p, v in zip(batch, vecs, strict=True)]
+        refused += len(items) - vectors.upsert(space, items)
+        report.vectors_embedded += len(batch)
+        done += len(batch)
+        pace.tick(len(batch))
+        progress(phase, done, total)
+
+    try:
+        while True:
+            listed = vectors.pending(space, limit=page_size + refused, first=first() if first else ())
+            page = [p for p in listed if (p.chunk_id, p.stamp) not in tried]
+            if not page:
+                break
+            page = page[:page_size]
+            # chunks written meanwhile (a note saved during a rebuild) raise the total: done <= total
+            total = max(total, done + max(len(page), vectors.count_pending(space)[0]))
+            tried.update((p.chunk_id, p.stamp) for p in page)
+            cached = vectors.cached_vectors(space, [p.embed_hash for p in page])
+            hits = [
+                VectorItem(p.chunk_id, p.stamp, p.embed_hash, cached[p.embed_hash])
+                for p in page
+                if p.embed_hash in cached
+            ]
+            if hits:
+                refused += len(hits) - vectors.upsert(space, hits, cache=False)
+                report.vectors_from_cache += len(hits)
+                done += len(hits)
+                progress(phase, done, total)
+            misses = [p for p in page if p.embed_hash not in cached]
+            for i in range(0, len(misses), batch_size):
+                listed_batch = misses[i : i + batch_size]
+                # Read again just before the work: a chunk deleted or rewritten since the page was read
+                # (its note deleted or replaced meanwhile), or embedded by another process, costs nothing.
+                batch = vectors.still_pending(space, listed_batch)
+                skipped = len(listed_batch) - len(batch)
+                report.vectors_skipped += skipped
+                refused += skipped  # in ``tried``: should one still be listed, the page makes room for it
+                done += skipped
+                if batch:
+                    running.append((batch, pool.submit(embedder.embed, [p.embed_text for p in batch])))
+                    while len(running) >= workers:
+                        write_oldest()
+                else:
+                    progress(phase, done, total)
+            while running:
+                write_oldest()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     if isinstance(vectors, DerivedVectors):  # an engine with derived data (an HNSW graph) saves it now
         vectors.refresh(space)
     pace.finish()
