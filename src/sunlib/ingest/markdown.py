@@ -34,6 +34,8 @@ def _parser() -> Any:
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark").enable("table").disable("text_join")
+
+
 _LONE_CR = re.compile(r"\r(?!\n)")
 _FRONTMATTER_END = re.compile(r"^(?:---|\.\.\.)[ \t]*\r?$", re.MULTILINE)
 _FRONTMATTER_OPEN = re.compile(r"\A---[ \t]*\r?\n")
