@@ -47,9 +47,9 @@ WANTED_MAX = 1024
 
 
 class Wanted:
-    """The chunks a search ranked while they still waited for their vector (the fast-tier route's
-    hits): the backfill embeds them next (``embed_pending(first=...)``). Kept per index in the
-    process that searches; a bounded set, the latest wins."""
+    """The chunks searches showed while the fast tier was in use (``Library.search``): the backfill
+    embeds those still waiting next (``embed_pending(first=...)``). Kept per index in the process
+    that searches; a bounded set, the latest search first."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
