@@ -92,13 +92,15 @@ def write(folder: Path, report: dict[str, Any]) -> Path:
         "",
         f"{t['examples']} training pairs; {t['steps']} steps of {t['batch']} pairs "
         f"({t['steps'] * t['batch'] / t['examples']:.2f} passes over them), AdamW at {t['lr']} (heads x10), "
-        f"linear warm-up (6%) and decay, seed {t['seed']}, on 2 CPU threads in about 70 minutes.",
+        f"linear warm-up (6%) and decay, seed {t['seed']}, on 2 CPU threads."
+        + (f" {t['note']}" if t.get("note") else ""),
         "",
         "## Training command",
         "",
         "```",
         "pip install -e '.[train]'",
-        f"python -m tools.reader.train ../shared/data --out build/reader --max-steps {t['steps']} --ship",
+        f"python -m tools.reader.train ../shared/data --out build/reader --layers {t['layers']} "
+        f"--max-steps {t['steps']} --ship",
         "python -m tools.reader.evaluate build/reader/pairs/test.jsonl --data ../shared/data \\",
         "    --json build/reader/eval.json",
         "python -m tools.reader.card src/sunlib/providers/readers/e5reader build/reader/eval.json",

@@ -271,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data", type=Path, help="the shared data folder (../shared/data)")
     ap.add_argument("--out", type=Path, default=Path("build/reader"))
-    ap.add_argument("--layers", type=int, default=6)
+    ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--max-length", type=int, default=encoding.MAX_LENGTH)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
