@@ -70,7 +70,7 @@ bench: install
 # The full-depth API fuzz (schemathesis, 50 examples per operation, two passes); writes its figures
 # into docs/reliability.md. `make test` runs a bounded pass (tests/test_bad_input.py).
 fuzz: install
-	$(PY) benchmarks/fuzz_api.py
+	$(PY) -m tests.harness.fuzz_api
 
 # 100k and 1M chunks in one run (hours on a 2-core machine, one thread: not for CI); the HNSW engines
 # are measured after BM25 and the exact engines (float16: float32's recall, half its memory, a faster build).

@@ -9,7 +9,7 @@ compete with the server's threads for the GIL), on a free 127.0.0.1 port, and ru
 2. mixed traffic: the same, each client alternating search and ``POST /api/ask``
    (the offline extractive writer);
 3. a search beside a writer: a second server whose writer is an OpenAI-compatible LLM,
-   the slow fake of tests/llm_server.py (a real local HTTP server) streaming each
+   the slow fake of tests/harness/llm_server.py (a real local HTTP server) streaming each
    answer for ``--writer-seconds``. A search's latency alone, then while a streamed
    ask's writer streams (only searches that start after its first token and end
    before its Writer step count).
@@ -52,10 +52,10 @@ from sunlib.evaluate.qa import load_qa
 from sunlib.steps import Step
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 from docs_section import write_block  # noqa: E402  (benchmarks/docs_section.py)
 
-from llm_server import ChatServer, start  # noqa: E402  (the tests' fake OpenAI-compatible server)
+from tests.harness.llm_server import ChatServer, start  # noqa: E402  (the tests' fake OpenAI-compatible server)
 
 DOC = ROOT / "docs" / "benchmarks.md"
 SAMPLE_VAULT = ROOT / "src" / "sunlib" / "sample_vault"
@@ -326,7 +326,7 @@ def render(info: dict[str, Any], phases: list[Phase], solo: list[Sample], during
         f"- Mixed search and ask (extractive writer): {mixed1.throughput:.1f} against {mixed_n.throughput:.1f}"
         f" requests/s: {mixed_ratio:.2f}x.",
         f"- A search while an ask's LLM writer streams for {info['writer_seconds']:.0f} s (the fake"
-        f" OpenAI-compatible server of tests/llm_server.py over real HTTP, {info['rounds']} asks): p50"
+        f" OpenAI-compatible server of tests/harness/llm_server.py over real HTTP, {info['rounds']} asks): p50"
         f" {fmt(during_p50)} ms against {fmt(solo_p50)} ms alone: **{during_p50 / solo_p50:.2f}x** (goal: at"
         f" most 1.5x).",
         "",
