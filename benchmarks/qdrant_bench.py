@@ -7,7 +7,7 @@ principal who may see 1% of the chunks). Dense recall@10 is printed against exac
 filter; on random unit vectors (the neighbours of a point are near-ties in 384-d) it says little about HNSW
 on real embeddings. The sparse vectors are 80 distinct Zipf-distributed tokens per point (a ~120-word chunk).
 
-    python benchmarks/qdrant_bench.py --chunks 50000 --queries 200
+    python -m benchmarks.qdrant_bench --chunks 50000 --queries 200
 
 Prints a Markdown table; timings exclude the query embedding and sunlib's own work above the store.
 """

@@ -8,7 +8,7 @@
 Training data (none of it is a set docs/evaluation.md reports on):
 
 * SQuAD 2.0 half-dev: questions that are in neither the calibration nor the test set that
-  ``benchmarks/qa_from_beir.py`` writes (those two are reported); answerable ones label the
+  ``benchmarks.qa_from_beir`` writes (those two are reported); answerable ones label the
   unit holding a human answer span, unanswerable ones are negatives for answerability;
 * CMRC2018 ``trial`` split (Chinese; the reported set is ``test``);
 * the bundled calibration set (``src/sunlib/qa/sample_vault_calibration.jsonl``).
@@ -72,7 +72,9 @@ def _cases(data: Path, extra: list[tuple[Path, Path]]) -> Iterator[tuple[str, Pa
     home = sunlib_home() / "eval"
     squad = next(home.glob("squad2-dev-half-*"), None)
     if squad is None:
-        sys.exit("run benchmarks/qa_from_beir.py ../shared/data/squad2_dev_half --calibration 200 --test 300 first")
+        sys.exit(
+            "run python -m benchmarks.qa_from_beir ../shared/data/squad2_dev_half --calibration 200 --test 300 first"
+        )
     reported = {r["id"] for f in ("calibration.jsonl", "test.jsonl") for r in _jsonl(squad / "qa" / f)}
     rows = _jsonl(data / "squad2_dev_half" / "rag_qa.jsonl")
     rows = [r for r in rows if r["_id"] not in reported]
@@ -89,7 +91,7 @@ def _cases(data: Path, extra: list[tuple[Path, Path]]) -> Iterator[tuple[str, Pa
     )
     cmrc = next(home.glob("cmrc2018-*"), None)
     if cmrc is None:
-        sys.exit("run benchmarks/qa_from_beir.py ../shared/data/cmrc2018 --test 500 first")
+        sys.exit("run python -m benchmarks.qa_from_beir ../shared/data/cmrc2018 --test 500 first")
     queries = {r["_id"]: r["text"] for r in _jsonl(data / "cmrc2018" / "queries_trial.jsonl")}
     answers = _jsonl(data / "cmrc2018" / "answers_trial.jsonl")
     random.Random(7).shuffle(answers)
