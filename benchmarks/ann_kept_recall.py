@@ -31,8 +31,9 @@ def main() -> None:
     corpus, queries = store_bench.synthetic_vectors(len(keys), 0), store_bench.synthetic_vectors(100, 1)
     truth = [set(keys[np.argsort(-(corpus @ q))[:10]].tolist()) for q in queries]
     index = Index.restore(str(loaded.graph), view=True)
+    assert index is not None, f"not a usearch graph: {loaded.graph}"
     for ef in efs:
-        index.expansion_search = ef
+        index.expansion_search = ef  # type: ignore[misc]  # usearch has a setter; mypy sees the property read-only
         hits, lat = 0, []
         for q, gold in zip(queries, truth, strict=True):
             t0 = time.perf_counter()

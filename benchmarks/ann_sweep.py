@@ -33,7 +33,7 @@ def main() -> None:
             index.add(keys[i : i + 10_000], corpus[i : i + 10_000], threads=1)
         build = time.perf_counter() - t0
         for ef in SEARCHES:
-            index.expansion_search = ef
+            index.expansion_search = ef  # type: ignore[misc]  # usearch has a setter; mypy sees the property read-only
             for asked in CANDIDATES:
                 hits, lat = 0, []
                 for q, gold in zip(queries, truth, strict=True):

@@ -40,7 +40,7 @@ def _read_memo() -> dict[tuple[str, str], np.ndarray]:
 
 def _write_memo() -> None:
     keys = list(MEMO)
-    arrays = {f"v{i}": MEMO[k] for i, k in enumerate(keys)}
+    arrays: dict[str, Any] = {f"v{i}": MEMO[k] for i, k in enumerate(keys)}  # savez's keywords, one per array
     np.savez(MEMO_FILE, keys=np.array(json.dumps(keys, ensure_ascii=False)), **arrays)
 
 

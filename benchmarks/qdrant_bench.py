@@ -74,13 +74,13 @@ def main() -> None:
         t0 = time.perf_counter()
         shard, vectors, ops = build(root + "/shard", args.chunks, rng)
         built = time.perf_counter() - t0
-        rows = []
+        rows: list[tuple[str, list[float], float | None]] = []
         for label, names, mask in (
             ("dense, everyone", ["public", "ops"], np.ones(len(ops), bool)),
             ("dense, public (99%)", ["public"], ~ops),
             ("dense, ops (1%)", ["ops"], ops),
         ):
-            times, recall = [], []
+            times, recalls = [], []
             for _ in range(args.queries):
                 q = vectors[rng.integers(len(vectors))] + rng.standard_normal(DIM).astype(np.float32) / np.sqrt(
                     DIM
@@ -93,8 +93,8 @@ def main() -> None:
                 scores = np.where(mask, vectors @ q, -np.inf)
                 exact = set(np.argsort(-scores)[:10].tolist())
                 times.append(ms)
-                recall.append(len(exact & set(ids)) / 10)
-            rows.append((label, times, statistics.mean(recall)))
+                recalls.append(len(exact & set(ids)) / 10)
+            rows.append((label, times, statistics.mean(recalls)))
         for label, names, idf in (
             ("BM25, everyone (collection IDF)", ["public", "ops"], None),
             (

@@ -41,6 +41,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -53,6 +54,7 @@ from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
 from sunlib.store import PostingsLexical, Space, SqliteStore, VectorItem, Visibility
 from sunlib.store.ann import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH
+from sunlib.store.lexical import SqliteLexical
 from sunlib.store.postings import POSTINGS, postings_folder
 from sunlib.sync.indexing import sync_text
 from sunlib.text import fts_query
@@ -219,7 +221,7 @@ def bm25_cost(lib: Library, queries: list[str]) -> dict[str, float]:
     difference is the cost of the exact path (a Python call per matching row), which a caller
     who does not see every chunk pays. ``stats_ms`` is the one-off sum of visible row lengths,
     kept until the next write."""
-    lexical = lib.store.lexical
+    lexical = cast(SqliteLexical, lib.store.lexical)  # FTS5's engine: its two scorers side by side
     visibility = Visibility.of(["public"])
     rows = lexical.visible_stats(visibility)[0]
     t0 = time.perf_counter()

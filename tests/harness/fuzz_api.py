@@ -446,9 +446,9 @@ def render(passes: list[PassResult], stream: StreamResult, max_examples: int, se
         "the endless file feed (`GET /api/index/files/events`) is read for 2 s, then closed.",
         "",
     ]
-    server = {(f.operation, f.body): f for p in passes for f in p.failures if f.server_error}
-    if server:
-        lines += ["Server errors:", ""] + [f"- {f.line()}" for f in server.values()] + [""]
+    server_errors = {(f.operation, f.body): f for p in passes for f in p.failures if f.server_error}
+    if server_errors:
+        lines += ["Server errors:", ""] + [f"- {f.line()}" for f in server_errors.values()] + [""]
     other = {f.key(): f for p in passes for f in p.failures if not f.server_error}
     if other:
         lines += ["Schema mismatches (the response is fine, /openapi.json does not declare it):", ""]
