@@ -34,6 +34,7 @@ lint: install
 	$(VENV)/bin/ruff check src tests benchmarks tools
 	$(VENV)/bin/ruff format --check src tests benchmarks tools
 
+# mypy over src/sunlib, tools, benchmarks and tests/harness (the files of pyproject's [tool.mypy])
 typecheck: install
 	$(VENV)/bin/mypy
 
@@ -65,17 +66,17 @@ test-llama: llama
 	$(PY) -m pytest -m llama
 
 bench: install
-	$(PY) benchmarks/store_bench.py
+	$(PY) -m benchmarks.store_bench
 
 # The full-depth API fuzz (schemathesis, 50 examples per operation, two passes); writes its figures
 # into docs/reliability.md. `make test` runs a bounded pass (tests/test_bad_input.py).
 fuzz: install
-	$(PY) benchmarks/fuzz_api.py
+	$(PY) -m tests.harness.fuzz_api
 
 # 100k and 1M chunks in one run (hours on a 2-core machine, one thread: not for CI); the HNSW engines
 # are measured after BM25 and the exact engines (float16: float32's recall, half its memory, a faster build).
 bench-1m: install
-	$(PY) benchmarks/store_bench.py --sizes 100000 1000000 --ann usearch-f16
+	$(PY) -m benchmarks.store_bench --sizes 100000 1000000 --ann usearch-f16
 
 clean:
 	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,6 @@
 """The agentic loop with a real local LLM: plan, write, verify; the unsupported-claim rate after verification.
 
-    python benchmarks/agentic_llm.py --gguf /work/llm-bench/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \\
+    python -m benchmarks.agentic_llm --gguf /work/llm-bench/model/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \\
         --server-python /work/llm-bench/venv/bin/python --limit 10 --report /tmp/agentic_llm.json
 
 Starts `python -m llama_cpp.server` on the GGUF (one thread, 127.0.0.1 only: `serve` of
@@ -22,18 +22,15 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import ROOT, SAMPLE_VAULT, free_port
+from benchmarks.llm_judge import serve
 from sunlib import Library
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.steps import Step
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from llm_judge import free_port, serve  # noqa: E402  (benchmarks/llm_judge.py, beside this script)
 
 
 def plans(rows: list[dict[str, Any]], lib: Library) -> dict[str, int]:
@@ -56,7 +53,7 @@ def main() -> None:
     ap.add_argument("--gguf", type=Path, required=True)
     ap.add_argument("--server-python", default="python", help="a Python with llama-cpp-python[server]")
     ap.add_argument("--qa", type=Path, default=ROOT / "benchmarks/multidoc/sample_vault.jsonl")
-    ap.add_argument("--vault", type=Path, default=ROOT / "src/sunlib/sample_vault")
+    ap.add_argument("--vault", type=Path, default=SAMPLE_VAULT)
     ap.add_argument("--mode", choices=("single", "agentic"), default="agentic")
     ap.add_argument("--limit", type=int, default=0, help="ask only the first N questions (0: all)")
     ap.add_argument("--judge", choices=("off", "auto"), default="off")

@@ -1,31 +1,33 @@
 """Recall@10 and knn latency of the HNSW engines through their graph (exact path off), on the
 store benchmark's synthetic corpus: a quick look at a size where the full store benchmark is too long.
 
-    python benchmarks/ann_recall.py 20000 usearch usearch-f16
+    python -m benchmarks.ann_recall 20000 usearch usearch-f16
 """
 
 from __future__ import annotations
 
+import argparse
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks import store_bench  # the same vault and vectors
 from sunlib import Library
 from sunlib.store import Space, SqliteStore, UsearchVectors, VectorItem, Visibility
 from sunlib.sync.indexing import sync_text
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import store_bench  # benchmarks/store_bench.py: the same vault and vectors
 
 DTYPES = {"usearch": "f32", "usearch-f16": "f16", "usearch-i8": "i8"}
 
 
 def main() -> None:
-    n, engines = int(sys.argv[1]), sys.argv[2:] or ["usearch"]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("chunks", type=int, help="synthetic chunks (one per note)")
+    ap.add_argument("engines", nargs="*", default=["usearch"], help="usearch, usearch-f16, usearch-i8")
+    args = ap.parse_args()
+    n, engines = args.chunks, args.engines
     rng = random.Random(42)
     vocab = store_bench.vocabulary(rng)
     tmp = Path(tempfile.mkdtemp(prefix="sunlib-ann-recall-"))

@@ -1,20 +1,18 @@
 """HNSW parameter sweep on the store benchmark's synthetic vectors: usearch alone (no sunlib store),
 recall@10 against exact search and the graph search's latency, for M / ef_construction / ef.
 
-    python benchmarks/ann_sweep.py 100000     # the figures behind store/ann.py's EXPANSION_SEARCH
+    python -m benchmarks.ann_sweep 100000     # the figures behind store/ann.py's EXPANSION_SEARCH
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 from usearch.index import Index
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import store_bench  # benchmarks/store_bench.py: the same synthetic vectors
+from benchmarks import store_bench  # the same synthetic vectors
 
 BUILDS = [(16, 128), (24, 200), (32, 256)]  # (M, ef_construction)
 SEARCHES = [128, 256, 512]  # ef
@@ -22,7 +20,9 @@ CANDIDATES = [100, 200]  # what the engine asks the graph for (the dense route's
 
 
 def main() -> None:
-    n = int(sys.argv[1])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("vectors", type=int, help="synthetic vectors in the graph")
+    n = ap.parse_args().vectors
     corpus, queries = store_bench.synthetic_vectors(n, 0), store_bench.synthetic_vectors(100, 1)
     truth = [set(row.tolist()) for row in np.argsort(-(queries @ corpus.T), axis=1)[:, :10]]
     keys = np.arange(n, dtype=np.uint64)
@@ -33,7 +33,7 @@ def main() -> None:
             index.add(keys[i : i + 10_000], corpus[i : i + 10_000], threads=1)
         build = time.perf_counter() - t0
         for ef in SEARCHES:
-            index.expansion_search = ef
+            index.expansion_search = ef  # type: ignore[misc]  # usearch has a setter; mypy sees the property read-only
             for asked in CANDIDATES:
                 hits, lat = 0, []
                 for q, gold in zip(queries, truth, strict=True):

@@ -11,11 +11,11 @@ home=${SUNLIB_HOME:-$HOME/.local/share/sunlib}
 run() { name=$1; shift; echo "== $name: sunlib $*"; python -m sunlib "$@" > "$out/$name.json"; }
 rm -rf "$out/sample_vault" && cp -r src/sunlib/sample_vault "$out/sample_vault"
 run sample_rag eval rag src/sunlib/qa/sample_vault.jsonl --vault "$out/sample_vault" --json
-python benchmarks/qa_from_beir.py "$data/squad2_dev_half" --calibration 200 --test 300
+python -m benchmarks.qa_from_beir "$data/squad2_dev_half" --calibration 200 --test 300
 S=$(ls -d "$home"/eval/squad2-dev-half-* | head -1)
 run squad_cal eval calibrate "$S/qa/calibration.jsonl" --vault "$S/vault" --json
 run squad_rag eval rag "$S/qa/test.jsonl" --vault "$S/vault" --json
-python benchmarks/qa_from_beir.py "$data/cmrc2018" --test 500
+python -m benchmarks.qa_from_beir "$data/cmrc2018" --test 500
 C=$(ls -d "$home"/eval/cmrc2018-* | head -1)
 run cmrc_rag eval rag "$C/qa/test.jsonl" --vault "$C/vault" --json
 run cmrc_bm25 eval retrieval "$data/cmrc2018" --mode bm25 --json

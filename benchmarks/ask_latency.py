@@ -1,6 +1,6 @@
 """Offline ``ask`` latency of this tree against a baseline commit, measured in one run.
 
-    python benchmarks/ask_latency.py [--baseline REF] [--rounds 3]
+    python -m benchmarks.ask_latency [--baseline REF] [--rounds 3]
 
 Both versions ask the bundled QA set's questions (src/sunlib/qa/sample_vault.jsonl) over one copy
 of the sample vault (each version indexes it once) with the default settings (e5, extractive
@@ -22,9 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from docs_section import write_block  # benchmarks/docs_section.py
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT, SAMPLE_VAULT, TEST_QA, write_block
 
 CHILD = r"""
 import json, sys, time
@@ -46,7 +44,7 @@ print(json.dumps(times))
 
 def _run(src: Path, vault: Path, home: Path) -> list[float]:
     env = {**os.environ, "PYTHONPATH": str(src), "SUNLIB_HOME": str(home), "OMP_NUM_THREADS": "1"}
-    qa = ROOT / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
+    qa = TEST_QA
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(vault), str(qa)], env=env, check=True, capture_output=True, text=True
     )
@@ -68,7 +66,7 @@ def main() -> None:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(base), args.baseline], check=True)
     try:
         vault = work / "vault"
-        shutil.copytree(ROOT / "src" / "sunlib" / "sample_vault", vault)
+        shutil.copytree(SAMPLE_VAULT, vault)
         runs: dict[str, list[float]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):  # each version its own index (the schema may differ)
             runs["baseline"] += _run(base / "src", vault, work / "home-baseline")
@@ -91,7 +89,7 @@ def main() -> None:
         ]
     )
     print(table)
-    write_block("ask_latency", table, "Offline ask latency", "Command: `python benchmarks/ask_latency.py`.")
+    write_block("ask_latency", table, "Offline ask latency", "Command: `python -m benchmarks.ask_latency`.")
 
 
 if __name__ == "__main__":

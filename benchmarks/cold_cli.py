@@ -1,6 +1,6 @@
 """A cold CLI: the whole-process wall time of ``sunlib search`` and ``sunlib ask``, against a baseline commit.
 
-    python benchmarks/cold_cli.py ../shared/data/fastapi_docs/zh [--baseline bbd72d1] [--rounds 7] [--work DIR]
+    python -m benchmarks.cold_cli ../shared/data/fastapi_docs/zh [--baseline bbd72d1] [--rounds 7] [--work DIR]
 
 The vault (the FastAPI docs in Chinese by default: 124 notes, about 1,100 chunks, half of them code
 and English text, so the cross-language route runs) is copied to ``WORK/vault`` and indexed once
@@ -23,9 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-from docs_section import write_block  # benchmarks/docs_section.py
+from benchmarks.common import ROOT, write_block
 
-ROOT = Path(__file__).resolve().parents[1]
 SEARCH = "how do I declare a dependency in a path operation"
 ASK = "如何声明查询参数的默认值？"
 VERBS = {"search": ["search", SEARCH], "ask": ["ask", ASK, "--no-save"]}
@@ -92,7 +91,7 @@ def main() -> None:
             f"| {max(rss[('before', verb)]):.0f} / {max(rss[('now', verb)]):.0f} MB |"
         )
     lines = [
-        f"`python benchmarks/cold_cli.py {args.vault} --baseline {args.baseline} --rounds {args.rounds}`: "
+        f"`python -m benchmarks.cold_cli {args.vault} --baseline {args.baseline} --rounds {args.rounds}`: "
         f"{n_chunks} chunks, whole process, no server, median of {args.rounds} alternating runs "
         f"(search: `{SEARCH}`; ask: `{ASK}`).",
         "",

@@ -1,6 +1,6 @@
 """e5's embedding rate against the compute floor of the model on this CPU (issue 30 item 3).
 
-    python benchmarks/compute_floor.py ../shared/data/scifact [--chunks 64]
+    python -m benchmarks.compute_floor ../shared/data/scifact [--chunks 64]
 
 The floor: the multiply-adds e5-small needs for a chunk (12 layers of 384 wide, FFN 1536, and the
 attention's two T x T products, counted from each chunk's own token count), divided by the rate
@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from docs_section import write_block  # benchmarks/docs_section.py
 from threadpoolctl import threadpool_limits
+
+from benchmarks.common import write_block
 
 HIDDEN, FFN, LAYERS = 384, 1536, 12
 
@@ -95,7 +96,7 @@ def main() -> None:
 
     per_chunk_floor = floor_s / len(texts)
     lines = [
-        f"`python benchmarks/compute_floor.py {args.corpus} --chunks {args.chunks}`: {len(texts)} SciFact abstracts, "
+        f"`python -m benchmarks.compute_floor {args.corpus} --chunks {args.chunks}`: {len(texts)} SciFact abstracts, "
         f"median {int(np.median(lengths))} tokens ({sum(lengths)} in all), {os.cpu_count()} cores.",
         "",
         f"- One core's fp32 BLAS rate on e5's shapes: **{rate / 1e9:.1f} GFLOP/s**; e5-small needs "

@@ -1,6 +1,6 @@
 """Cross-language retrieval sets from the bilingual FastAPI docs (BEIR format, deterministic, no LLM).
 
-    python benchmarks/crosslang_pairs.py ../shared/data/fastapi_docs OUT
+    python -m benchmarks.crosslang_pairs ../shared/data/fastapi_docs OUT
     sunlib eval retrieval OUT/fastapi-xlang-en --split zh-dev --mode hybrid --json   # zh questions, en notes
 
 Every zh note of ``pairs.tsv`` has an en twin, and twin headings carry the same anchor
@@ -39,7 +39,7 @@ the en path, as do sides A and B (another bit of it): nothing is random. Methods
 ``--mode bm25`` run created it and before a hybrid run embeds: the mixed corpus from the en and zh ones,
 or any of them from an index of the FastAPI folders themselves:
 
-    python benchmarks/crosslang_pairs.py seed $SUNLIB_HOME/eval/fastapi-xlang-mixed-*/index/sunlib.db \\
+    python -m benchmarks.crosslang_pairs seed $SUNLIB_HOME/eval/fastapi-xlang-mixed-*/index/sunlib.db \\
         $SUNLIB_HOME/eval/fastapi-xlang-en-*/index/sunlib.db $SUNLIB_HOME/eval/fastapi-xlang-zh-*/index/sunlib.db
 """
 

@@ -1,6 +1,6 @@
 """Measure retrieval settings on the cross-language sets, with query vectors remembered on disk.
 
-    python benchmarks/crosslang_sweep.py TAG SETS_DIR fastapi-xlang-en:zh-dev,fastapi-xlang-mixed:zh-dev \\
+    python -m benchmarks.crosslang_sweep TAG SETS_DIR fastapi-xlang-en:zh-dev,fastapi-xlang-mixed:zh-dev \\
         search.crosslang_dictionary=false search.crosslang_weight=0.25
 
 Each run calls ``evaluate_retrieval``, the function behind ``sunlib eval retrieval``, so the
@@ -13,8 +13,8 @@ so that a question's vector is computed once and kept in ``$SUNLIB_HOME/crosslan
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,7 +40,7 @@ def _read_memo() -> dict[tuple[str, str], np.ndarray]:
 
 def _write_memo() -> None:
     keys = list(MEMO)
-    arrays = {f"v{i}": MEMO[k] for i, k in enumerate(keys)}
+    arrays: dict[str, Any] = {f"v{i}": MEMO[k] for i, k in enumerate(keys)}  # savez's keywords, one per array
     np.savez(MEMO_FILE, keys=np.array(json.dumps(keys, ensure_ascii=False)), **arrays)
 
 
@@ -83,8 +83,14 @@ def _value(text: str) -> Any:
         return text
 
 
-def main(argv: list[str]) -> None:
-    tag, sets_dir, splits, *pairs = argv
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tag", help="names the runs in crosslang-sweep.jsonl")
+    ap.add_argument("sets_dir", help="the folder benchmarks.crosslang_pairs wrote")
+    ap.add_argument("splits", help="SET:SPLIT,SET:SPLIT,...")
+    ap.add_argument("settings", nargs="*", metavar="section.field=value")
+    args = ap.parse_args()
+    tag, sets_dir, splits, pairs = args.tag, args.sets_dir, args.splits, args.settings
     sections: dict[str, dict[str, Any]] = {}
     for pair in pairs:
         key, value = pair.split("=", 1)
@@ -111,4 +117,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -1,20 +1,23 @@
 """Render `sunlib eval retrieval` runs (JSON lines from retrieval_evals.sh) as a Markdown table.
 
-    python benchmarks/eval_table.py RUNS.jsonl [RUNS2.jsonl ...] > table.md
+    python -m benchmarks.eval_table RUNS.jsonl [RUNS2.jsonl ...] > table.md
 
 Each row keeps the exact command that produced it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 KEYS = ("ndcg@10", "recall@10", "recall@100", "mrr@10", "latency_ms_p50", "latency_ms_p95")
 
 
-def main(paths: list[str]) -> None:
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="*", help="JSON-lines files of retrieval_evals.sh")
+    paths = ap.parse_args().runs
     print("| command | nDCG@10 | R@10 | R@100 | MRR@10 | p50 ms | p95 ms |")
     print("|---|---|---|---|---|---|---|")
     seen: dict[str, dict[str, float]] = {}
@@ -31,4 +34,4 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -18,7 +18,7 @@ the dense z is taken to be:
 Metrics are reported over all queries and over two groups: the queries whose relevant documents
 all have vectors and those where none has one.
 
-    usage: python benchmarks/fill_in_variants.py ../shared/data/scifact [--split test] [--cache DIR]
+    usage: python -m benchmarks.fill_in_variants ../shared/data/scifact [--split test] [--cache DIR]
 
 The cache defaults to the dataset's folder under $SUNLIB_HOME/eval/; it is copied to a temporary
 folder first, so nothing is written to it. Prints one JSON line per variant.

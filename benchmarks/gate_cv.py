@@ -1,7 +1,7 @@
 """Cross-validate the refusal gate on every labelled question of the sample vault.
 
-    python benchmarks/gate_cv.py                      # both bundled QA sets, 20 x 5-fold
-    python benchmarks/gate_cv.py --seeds 50 --folds 10
+    python -m benchmarks.gate_cv                      # both bundled QA sets, 20 x 5-fold
+    python -m benchmarks.gate_cv --seeds 50 --folds 10
 
 The bundled QA set and calibration set together hold 166 questions (123 answerable, 43
 unanswerable). One fixed split says little at that size: a threshold sits between two
@@ -19,17 +19,13 @@ from __future__ import annotations
 
 import argparse
 import random
-from pathlib import Path
 from typing import Any
 
+from benchmarks.common import CALIBRATION_QA, SAMPLE_VAULT, TEST_QA
 from sunlib import Library
 from sunlib.answer.router import language
 from sunlib.evaluate.calibrate import SENTENCE_WEIGHTS, Fit, fit_gate
 from sunlib.evaluate.qa import load_qa, run_case
-
-ROOT = Path(__file__).resolve().parent.parent
-QA_DIR = ROOT / "src" / "sunlib" / "qa"
-VAULT = ROOT / "src" / "sunlib" / "sample_vault"
 
 
 def cross_validate(
@@ -66,8 +62,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--folds", type=int, default=5)
     args = ap.parse_args()
-    cases = [*load_qa(QA_DIR / "sample_vault.jsonl"), *load_qa(QA_DIR / "sample_vault_calibration.jsonl")]
-    with Library.open(VAULT) as lib:
+    cases = [*load_qa(TEST_QA), *load_qa(CALIBRATION_QA)]
+    with Library.open(SAMPLE_VAULT) as lib:
         lib.index()
         rows = [{**run_case(lib, c), "asked_in": language(c.question)} for c in cases]
     answerable = sum(r["answerable"] for r in rows)

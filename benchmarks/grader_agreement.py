@@ -1,6 +1,6 @@
 """How often the answer grader (``sunlib eval rag --judge``) agrees with known verdicts, on a real small model.
 
-usage: python benchmarks/grader_agreement.py [--set benchmarks/grader_verdicts.jsonl] [--home DIR]
+usage: python -m benchmarks.grader_agreement [--set benchmarks/grader_verdicts.jsonl] [--home DIR]
                                              [--url URL --model NAME] [--out FILE] [--limit N]
 
 ``benchmarks/grader_verdicts.jsonl`` holds 30 answers over the bundled sample vault whose verdict
@@ -25,23 +25,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT / "benchmarks")]
-
-import llm_judge  # noqa: E402  (the runtime, the model and the server of the judge benchmark)
-
-from sunlib.config import LLMSettings  # noqa: E402
-from sunlib.evaluate.grading import PASS_MARK, RUBRIC_VERSION, AnswerGrader, GradeInput  # noqa: E402
-from sunlib.providers.chat.openai import OpenAIChatModel  # noqa: E402
-
-QA = ROOT / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
-VAULT = ROOT / "src" / "sunlib" / "sample_vault"
+from benchmarks import llm_judge  # the runtime, the model and the server of the judge benchmark
+from benchmarks.common import ROOT, SAMPLE_VAULT, TEST_QA
+from sunlib.config import LLMSettings
+from sunlib.evaluate.grading import PASS_MARK, RUBRIC_VERSION, AnswerGrader, GradeInput
+from sunlib.providers.chat.openai import OpenAIChatModel
 
 
 def _norm(text: str) -> str:
@@ -50,7 +43,7 @@ def _norm(text: str) -> str:
 
 def paragraph(path: str, phrase: str) -> str:
     """The paragraph (blank-line separated block) of a sample-vault note that holds ``phrase``."""
-    text = (VAULT / path).read_text(encoding="utf-8")
+    text = (SAMPLE_VAULT / path).read_text(encoding="utf-8")
     for block in text.split("\n\n"):
         if _norm(phrase) in _norm(block):
             return block.strip()
@@ -72,7 +65,7 @@ def evidence(item: dict[str, Any], case: dict[str, Any]) -> tuple[str, ...]:
 
 
 def load(path: Path) -> list[tuple[dict[str, Any], GradeInput]]:
-    cases = {c["id"]: c for c in map(json.loads, QA.read_text(encoding="utf-8").splitlines()) if c}
+    cases = {c["id"]: c for c in map(json.loads, TEST_QA.read_text(encoding="utf-8").splitlines()) if c}
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():

@@ -1,6 +1,6 @@
 """Measure the answerability judge with a real small model: `sunlib eval rag` with and without it.
 
-usage: python benchmarks/llm_judge.py QA.jsonl --vault VAULT [--out DIR] [--home DIR] [--no-baseline]
+usage: python -m benchmarks.llm_judge QA.jsonl --vault VAULT [--out DIR] [--home DIR] [--no-baseline]
                                      [--judge-context-tokens N]
 
 Everything the model needs is installed OUTSIDE the project's dependencies, under ``--home``
@@ -33,7 +33,6 @@ import hashlib
 import io
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -42,6 +41,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import ROOT, free_port
 
 LLAMA_CPP_PYTHON = "llama-cpp-python[server]==0.3.36"
 CMAKE_ARGS = "-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DLLAVA_BUILD=OFF"  # as the Makefile's `llama`
@@ -64,7 +65,6 @@ SHOWN = (
     "latency_ms_p95",
     "questions",
 )
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def log(message: str) -> None:
@@ -186,13 +186,6 @@ def gguf_header(path: Path) -> dict[str, Any]:
 
 
 # -- 3. the server and the runs ------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def serve(python: Path, gguf: Path, port: int, log_path: Path, alias: str = MODEL_ALIAS) -> subprocess.Popen[bytes]:

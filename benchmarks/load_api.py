@@ -9,7 +9,7 @@ compete with the server's threads for the GIL), on a free 127.0.0.1 port, and ru
 2. mixed traffic: the same, each client alternating search and ``POST /api/ask``
    (the offline extractive writer);
 3. a search beside a writer: a second server whose writer is an OpenAI-compatible LLM,
-   the slow fake of tests/llm_server.py (a real local HTTP server) streaming each
+   the slow fake of tests/harness/llm_server.py (a real local HTTP server) streaming each
    answer for ``--writer-seconds``. A search's latency alone, then while a streamed
    ask's writer streams (only searches that start after its first token and end
    before its Writer step count).
@@ -20,9 +20,9 @@ sees it. The machine may be shared: compare the ratios of one run, not absolute
 figures across runs. Prints the tables and writes them into docs/benchmarks.md
 between ``<!-- load:begin -->`` and ``<!-- load:end -->``.
 
-    python benchmarks/load_api.py                     # e5, 8 clients x 25 requests
-    python benchmarks/load_api.py --provider hash     # quick look
-    python benchmarks/load_api.py --clients 4 --requests 10 --no-write
+    python -m benchmarks.load_api                     # e5, 8 clients x 25 requests
+    python -m benchmarks.load_api --provider hash     # quick look
+    python -m benchmarks.load_api --clients 4 --requests 10 --no-write
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import hashlib
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,19 +46,12 @@ from typing import Any
 import httpx
 import numpy as np
 
+from benchmarks.common import DOC, SAMPLE_VAULT, TEST_QA, free_port, write_block
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
 from sunlib.steps import Step
+from tests.harness.llm_server import ChatServer, start  # the tests' fake OpenAI-compatible server
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from docs_section import write_block  # noqa: E402  (benchmarks/docs_section.py)
-
-from llm_server import ChatServer, start  # noqa: E402  (the tests' fake OpenAI-compatible server)
-
-DOC = ROOT / "docs" / "benchmarks.md"
-SAMPLE_VAULT = ROOT / "src" / "sunlib" / "sample_vault"
-QA_SET = ROOT / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
 PATHS = {"search": "/api/search", "ask": "/api/ask"}
 ASK_QUESTION = "What is the SUNLIB_HOME environment variable used for?"
 WRITER_DELTAS = 40  # the fake LLM's answer: this many deltas, evenly spread over --writer-seconds
@@ -116,12 +108,6 @@ def stats(samples: list[Sample]) -> dict[str, Any]:
 
 
 # -- the server ----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServeProcess:
@@ -326,7 +312,7 @@ def render(info: dict[str, Any], phases: list[Phase], solo: list[Sample], during
         f"- Mixed search and ask (extractive writer): {mixed1.throughput:.1f} against {mixed_n.throughput:.1f}"
         f" requests/s: {mixed_ratio:.2f}x.",
         f"- A search while an ask's LLM writer streams for {info['writer_seconds']:.0f} s (the fake"
-        f" OpenAI-compatible server of tests/llm_server.py over real HTTP, {info['rounds']} asks): p50"
+        f" OpenAI-compatible server of tests/harness/llm_server.py over real HTTP, {info['rounds']} asks): p50"
         f" {fmt(during_p50)} ms against {fmt(solo_p50)} ms alone: **{during_p50 / solo_p50:.2f}x** (goal: at"
         f" most 1.5x).",
         "",
@@ -361,7 +347,7 @@ def parse() -> argparse.Namespace:
 
 
 def command(args: argparse.Namespace) -> str:
-    cmd = "python benchmarks/load_api.py" + (f" --provider {args.provider}" if args.provider != "e5" else "")
+    cmd = "python -m benchmarks.load_api" + (f" --provider {args.provider}" if args.provider != "e5" else "")
     if (args.clients, args.requests) != (8, 25):
         cmd += f" --clients {args.clients} --requests {args.requests}"
     if (args.writer_seconds, args.rounds) != (2.0, 3):
@@ -371,7 +357,7 @@ def command(args: argparse.Namespace) -> str:
 
 def main() -> None:
     args = parse()
-    texts = [case.question for case in load_qa(QA_SET)]
+    texts = [case.question for case in load_qa(TEST_QA)]
     with tempfile.TemporaryDirectory(prefix="sunlib-load-") as tmp:
         index_dir = args.index_dir or Path(tmp) / "index"
         with Library.open(args.vault, embedding={"provider": args.provider}, index_dir=index_dir) as lib:

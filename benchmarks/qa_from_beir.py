@@ -1,7 +1,7 @@
 """Turn a labelled answer dataset into a sunlib vault + QA sets for `sunlib eval rag`.
 
-    python benchmarks/qa_from_beir.py ../shared/data/squad2_dev_half --calibration 200 --test 300
-    python benchmarks/qa_from_beir.py ../shared/data/cmrc2018 --test 500
+    python -m benchmarks.qa_from_beir ../shared/data/squad2_dev_half --calibration 200 --test 300
+    python -m benchmarks.qa_from_beir ../shared/data/cmrc2018 --test 500
 
 The corpus is written as a Markdown vault with the same cache as `sunlib eval retrieval`
 ($SUNLIB_HOME/eval/...), so an index built there is reused. A `sunlib.toml` in the vault

@@ -7,7 +7,7 @@ principal who may see 1% of the chunks). Dense recall@10 is printed against exac
 filter; on random unit vectors (the neighbours of a point are near-ties in 384-d) it says little about HNSW
 on real embeddings. The sparse vectors are 80 distinct Zipf-distributed tokens per point (a ~120-word chunk).
 
-    python benchmarks/qdrant_bench.py --chunks 50000 --queries 200
+    python -m benchmarks.qdrant_bench --chunks 50000 --queries 200
 
 Prints a Markdown table; timings exclude the query embedding and sunlib's own work above the store.
 """
@@ -74,13 +74,13 @@ def main() -> None:
         t0 = time.perf_counter()
         shard, vectors, ops = build(root + "/shard", args.chunks, rng)
         built = time.perf_counter() - t0
-        rows = []
+        rows: list[tuple[str, list[float], float | None]] = []
         for label, names, mask in (
             ("dense, everyone", ["public", "ops"], np.ones(len(ops), bool)),
             ("dense, public (99%)", ["public"], ~ops),
             ("dense, ops (1%)", ["ops"], ops),
         ):
-            times, recall = [], []
+            times, recalls = [], []
             for _ in range(args.queries):
                 q = vectors[rng.integers(len(vectors))] + rng.standard_normal(DIM).astype(np.float32) / np.sqrt(
                     DIM
@@ -93,8 +93,8 @@ def main() -> None:
                 scores = np.where(mask, vectors @ q, -np.inf)
                 exact = set(np.argsort(-scores)[:10].tolist())
                 times.append(ms)
-                recall.append(len(exact & set(ids)) / 10)
-            rows.append((label, times, statistics.mean(recall)))
+                recalls.append(len(exact & set(ids)) / 10)
+            rows.append((label, times, statistics.mean(recalls)))
         for label, names, idf in (
             ("BM25, everyone (collection IDF)", ["public", "ops"], None),
             (

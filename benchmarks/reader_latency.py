@@ -1,6 +1,6 @@
 """What the reader adds to ``ask``: per question (warm) and to a cold ``sunlib ask`` process, in one run.
 
-    python benchmarks/reader_latency.py [--rounds 3] [--cold 5]
+    python -m benchmarks.reader_latency [--rounds 3] [--cold 5]
 
 Both arms use this tree and one index of the sample vault (e5, extractive writer, one thread):
 ``reader`` is the default (the shipped reader reads every kept passage; the score gate decides);
@@ -24,11 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from docs_section import write_block  # benchmarks/docs_section.py
+from benchmarks.common import CALIBRATION_QA, SAMPLE_VAULT, TEST_QA, write_block
 
-ROOT = Path(__file__).resolve().parents[1]
-QA = ROOT / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
-WARM = ROOT / "src" / "sunlib" / "qa" / "sample_vault_calibration.jsonl"  # other questions: no cache hits
 ARMS = {
     "reader": {},
     "none": {"SUNLIB_ANSWER__READER": "none", "SUNLIB_ANSWER__GATE": "score"},
@@ -70,14 +67,15 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="sunlib-reader-latency-"))
     try:
         vault, home = work / "vault", work / "home"
-        shutil.copytree(ROOT / "src" / "sunlib" / "sample_vault", vault)
+        shutil.copytree(SAMPLE_VAULT, vault)
         subprocess.run([sys.executable, "-m", "sunlib", "index", str(vault), "-q"], env=_env(home, "none"), check=True)
         warm: dict[str, list[list[float]]] = {arm: [] for arm in ARMS}
         cold: dict[str, list[float]] = {arm: [] for arm in ARMS}
         for _ in range(args.rounds):
             for arm in ARMS:
                 out = subprocess.run(
-                    [sys.executable, "-c", CHILD, str(vault), str(QA), str(WARM)],
+                    # the bundled set is timed; the calibration set warms up (no cache the timed questions can hit)
+                    [sys.executable, "-c", CHILD, str(vault), str(TEST_QA), str(CALIBRATION_QA)],
                     env=_env(home, arm),
                     check=True,
                     capture_output=True,
@@ -102,7 +100,7 @@ def main() -> None:
     added = [a - b for ra, rb in zip(warm["reader"], warm["none"], strict=True) for a, b in zip(ra, rb, strict=True)]
     lines = [
         f"Sample vault, {len(flat['none']) // args.rounds} questions x {args.rounds} rounds, one thread, "
-        f"`python benchmarks/reader_latency.py --rounds {args.rounds} --cold {args.cold}`:",
+        f"`python -m benchmarks.reader_latency --rounds {args.rounds} --cold {args.cold}`:",
         "",
         f"| | ask p50 | ask p95 | cold `sunlib ask` (median of {args.cold}) |",
         "|---|---|---|---|",

@@ -1,7 +1,7 @@
 """Refusal against false refusal for each reader threshold, from ``sunlib eval rag --json`` runs.
 
     SUNLIB_ANSWER__READER_THRESHOLD=0 sunlib eval rag SET --vault V --json --no-save > run.json
-    python benchmarks/reader_sweep.py run.json [more.json ...]
+    python -m benchmarks.reader_sweep run.json [more.json ...]
 
 Each run must use the reader gate with threshold 0 (the reader never refuses), so every
 question's ``gate_score`` is the reader's best probability over its kept passages. For each

@@ -1,6 +1,6 @@
 """Turn RGB information integration (zh) into a sunlib vault + QA sets with parts, for `sunlib eval rag`.
 
-    python benchmarks/rgb_qa.py ../shared/data/rgb_zh_int
+    python -m benchmarks.rgb_qa ../shared/data/rgb_zh_int
 
 The corpus is written as a Markdown vault in the same cache as `sunlib eval retrieval`
 ($SUNLIB_HOME/eval/...), so an index built there (`sunlib eval retrieval ../shared/data/rgb_zh_int
@@ -23,8 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from qa_from_beir import beir_vault  # benchmarks/qa_from_beir.py
-
+from benchmarks.qa_from_beir import beir_vault
 from sunlib.evaluate import load_beir
 
 

@@ -1,6 +1,6 @@
 """Where the probes put a vault's threshold, against where its labelled questions would.
 
-    python benchmarks/selfcal_curve.py QA.jsonl --vault V [--probes 120] [--seed 0]
+    python -m benchmarks.selfcal_curve QA.jsonl --vault V [--probes 120] [--seed 0]
 
 For a vault with a labelled QA set (never a held-out one: this reads every question's
 probability), run the labelled questions the way `sunlib calibrate` runs its probes (the ask

@@ -1,6 +1,6 @@
 """Search latency of a running ``sunlib serve`` while e5 fills in behind it, against the same server quiet.
 
-    python benchmarks/serve_backfill.py ../shared/data/fastapi_docs/en [--queries 60] [--work DIR]
+    python -m benchmarks.serve_backfill ../shared/data/fastapi_docs/en [--queries 60] [--work DIR]
 
 The vault (the FastAPI docs in English by default: about 2,000 chunks) is copied to ``WORK`` and
 indexed with ``sunlib index --fast-only``: text and the fast tier, every e5 vector still to come,
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,15 +25,8 @@ import time
 from pathlib import Path
 
 import httpx
-from docs_section import write_block  # benchmarks/docs_section.py
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from benchmarks.common import ROOT, free_port, write_block
 
 
 def p95(values: list[float]) -> float:
@@ -115,7 +107,7 @@ def main() -> None:
     ratio = p95(busy) / p95(quiet)
     body = "\n".join(
         [
-            f"`python benchmarks/serve_backfill.py {args.vault} --queries {args.queries}`: hybrid `/api/search`, one "
+            f"`python -m benchmarks.serve_backfill {args.vault} --queries {args.queries}`: hybrid `/api/search`, one "
             f"client, {os.cpu_count()} cores; the backfill server embeds with the default workers and bulk_nice.",
             "",
             "| server | searches | p50 | p95 |",

@@ -8,10 +8,10 @@ times BM25, dense and hybrid queries (query embedding excluded) against a
 numpy brute-force floor over the same vectors. Prints the figures and writes
 them into docs/benchmarks.md between markers.
 
-    python benchmarks/store_bench.py                # 10k and 100k chunks
-    python benchmarks/store_bench.py --sizes 2000   # quick look
-    python benchmarks/store_bench.py --bm25-only    # only the visible-statistics BM25 cost
-    python benchmarks/store_bench.py --sizes 100000 1000000 --ann usearch-i8   # make bench-1m
+    python -m benchmarks.store_bench                # 10k and 100k chunks
+    python -m benchmarks.store_bench --sizes 2000   # quick look
+    python -m benchmarks.store_bench --bm25-only    # only the visible-statistics BM25 cost
+    python -m benchmarks.store_bench --sizes 100000 1000000 --ann usearch-i8   # make bench-1m
 
 The HNSW engines (``--ann``, default usearch and usearch-i8) are measured first at each size
 (benchmarks/ann_measure.py): build, memory, latency, recall@10 against exact search for every
@@ -28,9 +28,9 @@ chunk and for one who sees 1% (rankings and scores asserted equal to FTS5's), an
 hybrid routes through sunlib's search with either engine (numpy dense engine for both; with
 ``--reuse``, ``--dense`` names it).
 
-    python benchmarks/store_bench.py --sizes 100000 --keep /tmp/kept   # keep the vault and index
-    python benchmarks/store_bench.py --sizes 100000 --reuse /tmp/kept  # the postings figures on it again
-    python benchmarks/store_bench.py --sizes 1000000 --reuse /tmp/kept --dense usearch-f16  # with the kept graph
+    python -m benchmarks.store_bench --sizes 100000 --keep /tmp/kept   # keep the vault and index
+    python -m benchmarks.store_bench --sizes 100000 --reuse /tmp/kept  # the postings figures on it again
+    python -m benchmarks.store_bench --sizes 1000000 --reuse /tmp/kept --dense usearch-f16  # with the kept graph
 """
 
 from __future__ import annotations
@@ -38,13 +38,15 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
+from benchmarks import ann_measure
+from benchmarks.common import DOC, ROOT
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.contracts import SearchFilters
@@ -52,19 +54,15 @@ from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
 from sunlib.store import PostingsLexical, Space, SqliteStore, VectorItem, Visibility
 from sunlib.store.ann import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH
+from sunlib.store.lexical import SqliteLexical
 from sunlib.store.postings import POSTINGS, postings_folder
 from sunlib.sync.indexing import sync_text
 from sunlib.text import fts_query
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ann_measure  # benchmarks/ann_measure.py, beside this script
 
 DIM = 384
 QUERIES = 200
 RANK, NOISE = 32, 0.3  # synthetic vectors: intrinsic dimension and noise (see synthetic_vectors)
 SLOW_QUERIES = 50  # queries through sqlite-vec's brute-force KNN at 500k chunks and more
-ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- store_bench:begin -->", "<!-- store_bench:end -->"
 BM25_BEGIN, BM25_END = "<!-- bm25_visible:begin -->", "<!-- bm25_visible:end -->"
 ANN_BEGIN, ANN_END = "<!-- ann_bench:begin -->", "<!-- ann_bench:end -->"
@@ -223,7 +221,7 @@ def bm25_cost(lib: Library, queries: list[str]) -> dict[str, float]:
     difference is the cost of the exact path (a Python call per matching row), which a caller
     who does not see every chunk pays. ``stats_ms`` is the one-off sum of visible row lengths,
     kept until the next write."""
-    lexical = lib.store.lexical
+    lexical = cast(SqliteLexical, lib.store.lexical)  # FTS5's engine: its two scorers side by side
     visibility = Visibility.of(["public"])
     rows = lexical.visible_stats(visibility)[0]
     t0 = time.perf_counter()

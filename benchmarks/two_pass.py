@@ -1,7 +1,7 @@
 """Two-pass indexing: how soon a big vault is searchable by meaning, and what the fast tier ranks.
 
-    python benchmarks/two_pass.py speed ../shared/data [--watch 120]
-    python benchmarks/two_pass.py quality ../shared/data XLANG [--skip-e5]
+    python -m benchmarks.two_pass speed ../shared/data [--watch 120]
+    python -m benchmarks.two_pass quality ../shared/data XLANG [--skip-e5]
 
 ``speed`` writes every document of the corpora under ``../shared/data`` as its own note (SciFact,
 RGB, CMRC2018, DRCD, SQuAD 2.0 half-dev, XQuAD en and zh, plus the FastAPI docs as they are), runs
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from docs_section import write_block  # benchmarks/docs_section.py
+from benchmarks.common import write_block
 
 SUNLIB = [sys.executable, "-m", "sunlib"]
 CORPORA = [
@@ -137,7 +137,7 @@ def speed(data: Path, watch: float) -> None:
     before = (text_done or 0) + e5_all
     body = "\n".join(
         [
-            f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/two_pass.py speed ../shared/data "
+            f"Measured {time.strftime('%Y-%m-%d')} with `python -m benchmarks.two_pass speed ../shared/data "
             f"--watch {watch:g}` (2 cores, default settings: e5 main space, `use` cross-language space, "
             "one thread each).",
             "",
@@ -202,7 +202,7 @@ def quality(data: Path, xlang: Path, skip_e5: bool) -> None:
     header = "| set | " + " | ".join(a[0] for a in arms) + " |"
     body = "\n".join(
         [
-            f"Measured {time.strftime('%Y-%m-%d')} with `python benchmarks/two_pass.py quality ../shared/data XLANG"
+            f"Measured {time.strftime('%Y-%m-%d')} with `python -m benchmarks.two_pass quality ../shared/data XLANG"
             + (" --skip-e5" if skip_e5 else "")
             + "` (XLANG from `benchmarks/crosslang_pairs.py`). Each cell: nDCG@10 / recall@5.",
             "",

@@ -1,6 +1,6 @@
 """Watch mode on a synthetic 10k-note vault: save -> searchable latency, and a 1,000-file checkout.
 
-    OMP_NUM_THREADS=1 python benchmarks/watch_latency.py [--notes 10000] [--saves 40] [--checkout 1000]
+    OMP_NUM_THREADS=1 python -m benchmarks.watch_latency [--notes 10000] [--saves 40] [--checkout 1000]
 
 One process: the vault is indexed with the default settings (e5, sqlite-vec), then a ``Watcher``
 (sunlib.sync.watch, vectors inline as in ``sunlib index --watch``) runs on its own thread, and:
@@ -33,20 +33,15 @@ import random
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from docs_section import write_block  # noqa: E402  (benchmarks/docs_section.py)
-
-from sunlib import Library  # noqa: E402
-from sunlib.ingest.ids import sha256_hex  # noqa: E402
-from sunlib.sync.watch import Watcher  # noqa: E402
+from benchmarks.common import write_block
+from sunlib import Library
+from sunlib.ingest.ids import sha256_hex
+from sunlib.sync.watch import Watcher
 
 VOCABULARY = (
     "river stone garden lantern harbor meadow copper signal archive ledger orbit canvas timber beacon "
@@ -246,7 +241,7 @@ def main() -> None:
         "watch_latency",
         table,
         "Watch mode latency",
-        "Command: `OMP_NUM_THREADS=1 python benchmarks/watch_latency.py` (see its docstring for the method).",
+        "Command: `OMP_NUM_THREADS=1 python -m benchmarks.watch_latency` (see its docstring for the method).",
     )
 
 

@@ -17,8 +17,6 @@ import numpy as np
 import pytest
 
 import xdist_schedule
-from llm_server import ChatServer
-from llm_server import start as start_chat_server
 from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.errors import ProviderError
@@ -26,6 +24,8 @@ from sunlib.library import DB_NAME, home_index_dir
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
 from sunlib.store import Space, VectorItem
+from tests.harness.llm_server import ChatServer
+from tests.harness.llm_server import start as start_chat_server
 
 SAMPLE_VAULT = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "sample_vault"
 TESTS_DIR = Path(__file__).resolve().parent
@@ -275,7 +275,7 @@ def e5_library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
 
 @pytest.fixture
 def chat_server() -> Iterator[ChatServer]:
-    """A real local OpenAI-compatible server (tests/llm_server.py) on a free port, stopped after the test."""
+    """A real local OpenAI-compatible server (tests/harness/llm_server.py) on a free port, stopped after the test."""
     state, stop = start_chat_server()
     try:
         yield state

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from clients import sunlib
-from llm_server import ChatServer, system_message
 from sunlib import Library
 from sunlib.answer.agentic import TRANSITIONS
 from sunlib.answer.plan import infer_scope
@@ -22,6 +21,7 @@ from sunlib.answer.rewrite import keyword_form, other_language
 from sunlib.contracts import SearchFilters, StepTrace, Turn
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.steps import Step
+from tests.harness.llm_server import ChatServer, system_message
 
 OPEN = {"gate_threshold": 0.0, "reader_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
 COMPARISON = "How does the fixed-window chunker differ from the e5 embedding model?"

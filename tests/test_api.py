@@ -4,7 +4,7 @@ Most tests go through ``httpx.ASGITransport`` (no socket; the client address is
 chosen per test, which is how the loopback-only rule is exercised). Client
 disconnects need a real socket, so that test runs the app on a uvicorn server on
 a free loopback port, with an OpenAI-compatible writer pointed at the scriptable
-chat server of tests/llm_server.py. The hash embedder keeps indexing fast; the
+chat server of tests/harness/llm_server.py. The hash embedder keeps indexing fast; the
 session's e5 index is used where real answers and refusals matter.
 """
 
@@ -23,12 +23,12 @@ import pytest
 import uvicorn
 
 from clients import Api
-from llm_server import ChatServer
 from sse import sse
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
 from sunlib.server import create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
+from tests.harness.llm_server import ChatServer
 
 SAMPLE_QA = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "qa" / "sample_vault.jsonl"
 ANSWERED = "What is the SUNLIB_HOME environment variable used for?"

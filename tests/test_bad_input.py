@@ -7,7 +7,7 @@ normal result, never a 500 or a traceback. CLI cases run the real entry point in
 (``clients.sunlib``, as tests/test_cli.py); API cases use ``httpx.ASGITransport`` from 127.0.0.1 (as
 tests/test_api_notes.py, which also covers bad bodies, bad paths, symlinks and concurrent
 PATCHes of one note in depth; only what it does not cover is here). The last test runs a
-bounded schemathesis pass of benchmarks/fuzz_api.py on a live server.
+bounded schemathesis pass of tests/harness/fuzz_api.py on a live server.
 
 Section 5 holds the regression tests of the bugs found here (all fixed).
 """
@@ -21,7 +21,6 @@ import re
 import resource
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -555,11 +554,8 @@ KNOWN_SERVER_ERRORS: set[tuple[str, str]] = set()
 
 
 def test_schemathesis_finds_no_new_server_errors(tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import fuzz_api
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    from tests.harness import fuzz_api
+
     # bounded: every operation and phase, 5 fuzzed examples each (the coverage phase adds its own
     # boundary cases); the full-depth pass is `make fuzz`, its figures are in docs/reliability.md
     with fuzz_api.live_server(tmp_path / "crash") as base:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from llm_server import ChatServer
 from sunlib.answer.router import ROUTER_PROMPT, LLMRouter, RuleRouter, create_router
 from sunlib.config import LLMSettings, load_settings
 from sunlib.errors import ConfigError, ProviderError, UnsupportedCapability
@@ -26,6 +25,7 @@ from sunlib.providers import (
 )
 from sunlib.providers.chat.openai import OpenAIChatModel
 from sunlib.providers.registry import chat_model_names
+from tests.harness.llm_server import ChatServer
 
 WEATHER = ToolSpec(
     name="get_weather",

@@ -20,12 +20,12 @@ import pytest
 
 from clients import Api, sunlib
 from conftest import SAMPLE_VAULT, place_index
-from llm_server import ChatServer, sources, user_message
 from sse import sse
 from sunlib import Library
 from sunlib.errors import NotFound, UserError
 from sunlib.server import create_app
 from sunlib.steps import Step
+from tests.harness.llm_server import ChatServer, sources, user_message
 
 FIRST = "What is the SUNLIB_HOME environment variable used for?"
 FOLLOW = "and its default?"

@@ -2,12 +2,11 @@
 the integrity checker catches broken indexes; readers keep working while another process indexes.
 
 Kills are real SIGKILLs of `python -m sunlib index` subprocesses (the kill trials of
-benchmarks/kill_trials.py, fewer and smaller); checks use sunlib.store.check.
+tests/harness/kill_trials.py, fewer and smaller); checks use sunlib.store.check.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import signal
@@ -17,7 +16,6 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -26,21 +24,9 @@ from sunlib import Library
 from sunlib.store import connect
 from sunlib.store.check import check_index, differences, fingerprint
 from sunlib.sync.indexing import NOTE_BATCH
+from tests.harness import kill_trials as kt
 
-ROOT = Path(__file__).resolve().parents[1]
 ALL = ["public", "team", "ops"]
-
-
-def _load_kill_trials() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("kill_trials", ROOT / "benchmarks" / "kill_trials.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["kill_trials"] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-kt = _load_kill_trials()
 
 
 def start_index(vault: Path, index_dir: Path, home: Path) -> subprocess.Popen[str]:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from llm_server import ChatServer
 from sunlib import Library
 from sunlib.contracts import RouteScore, SearchFilters
 from sunlib.qa import __file__ as qa_init
@@ -21,6 +20,7 @@ from sunlib.steps import RETRIEVAL_STEPS, Step
 from sunlib.store import Visibility
 from sunlib.text.dictionary import load_dictionary
 from sunlib.text.tokens import fts_tokens, query_script
+from tests.harness.llm_server import ChatServer
 
 NOTES = {
     "en/query-params.md": "# Query parameters\n\nFunction parameters that are not path parameters are read as query "

@@ -20,7 +20,7 @@ from clients import sunlib
 from sunlib import Library
 from sunlib.answer.select import gate_key
 from sunlib.errors import DatasetError
-from sunlib.evaluate import evaluate_rag, load_qa
+from sunlib.evaluate import check_qa, evaluate_rag, load_qa
 from sunlib.evaluate.qa import TYPES
 from sunlib.steps import Step
 
@@ -123,12 +123,116 @@ def test_shipped_qa_sets_are_complete_and_grounded() -> None:
     # the set a gate is calibrated on is not the set it is reported on
     assert not {c.id for c in test} & {c.id for c in calibration}
     assert not {c.question for c in test} & {c.question for c in calibration}
-    # every gold file is a note of the sample vault, and every gold phrase is in one of them
-    for case in (*test, *calibration):
-        texts = [" ".join((SAMPLE_VAULT / f).read_text(encoding="utf-8").lower().split()) for f in case.gold_files]
-        for phrase in case.gold_phrases:
-            assert any(" ".join(phrase.lower().split()) in t for t in texts), (case.id, phrase)
-        assert case.answerable == bool(case.gold_phrases), case.id
+    # every gold file is a note of the sample vault, every gold phrase is in one of them (sunlib eval check)
+    for qa in (TEST_QA, CALIBRATION_QA):
+        assert check_qa(qa, SAMPLE_VAULT).problems == ()
+
+
+@pytest.mark.parametrize("qa", [ROOT / "benchmarks" / f / "sample_vault.jsonl" for f in ("multidoc", "multidoc_tune")])
+def test_the_multi_document_sets_over_the_sample_vault_pass_the_check(qa: Path) -> None:
+    assert check_qa(qa, SAMPLE_VAULT).problems == ()
+
+
+# -- 2b. sunlib eval check -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def check_vault(tmp_path: Path) -> Path:
+    vault = tmp_path / "vault"
+    (vault / "guide").mkdir(parents=True)
+    (vault / "guide" / "a.md").write_text("# A\n\nThe default port is 8765.\n", encoding="utf-8")
+    (vault / "guide" / "b.md").write_text("# B\n\n默认端口是 8765。\n", encoding="utf-8")
+    return vault
+
+
+CHECK_GOOD = [
+    {
+        "id": "c1",
+        "lang": "en",
+        "type": "fact",
+        "question": "Which port?",
+        "gold_files": ["guide/a.md"],
+        "gold_phrases": ["default port is 8765"],
+        "answer": "8765",
+    },
+    {
+        "id": "c2",
+        "lang": "zh",
+        "type": "fact",
+        "question": "默认端口是多少？",
+        "gold_files": ["guide/b.md"],
+        "gold_phrases": ["默认端口"],
+        "answer": "8765",
+    },
+    {
+        "id": "c3",
+        "lang": "en",
+        "type": "unanswerable",
+        "question": "Which TLS cipher?",
+        "gold_files": [],
+        "gold_phrases": [],
+        "answer": "The notes do not say.",
+    },
+]
+
+
+def test_eval_check_passes_a_good_set_with_one_line(tmp_path: Path, check_vault: Path) -> None:
+    qa = write_jsonl(tmp_path / "qa.jsonl", [*CHECK_GOOD])
+    r = sunlib("eval", "check", str(qa), "--vault", str(check_vault))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines() == [
+        f"{qa}: OK, 3 questions (2 answerable, 1 unanswerable; en 2, zh 1; fact 2, unanswerable 1), 2 gold files"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad", "problem"),
+    [
+        ({"gold_files": ["guide/missing.md"]}, "gold file not found in the vault: guide/missing.md"),
+        ({"gold_phrases": ["default port is 8765", "port 443"]}, "gold phrase not in its gold files: 'port 443'"),
+        ({"type": "trivia"}, "type 'trivia' is not one of " + ", ".join(TYPES)),
+        ({"gold_files": ["../outside.md"]}, "gold file not found in the vault: ../outside.md"),
+        ({"lang": "zh"}, "lang zh, but the question has no Chinese characters"),
+        ({"gold_phrase": ["8765"]}, "unknown field(s): gold_phrase"),
+        (
+            {
+                "type": "cross_doc",
+                "gold_files": ["guide/a.md", "guide/b.md"],
+                "gold_phrases": ["default port is 8765", "默认端口"],
+                "parts": [{"part": "the port", "gold_file": "guide/a.md", "gold_phrase": "默认端口"}],
+            },
+            "part 1: its gold phrase is not in guide/a.md: '默认端口'",
+        ),
+    ],
+)
+def test_eval_check_prints_each_problem_on_its_line_and_exits_1(
+    tmp_path: Path, check_vault: Path, bad: dict[str, Any], problem: str
+) -> None:
+    (tmp_path / "outside.md").write_text("The default port is 8765.\n", encoding="utf-8")
+    qa = write_jsonl(tmp_path / "qa.jsonl", [*CHECK_GOOD, {**CHECK_GOOD[0], "id": "c4", **bad}])
+    r = sunlib("eval", "check", str(qa), "--vault", str(check_vault))
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [f"{qa}:4: {problem}"]
+
+
+def test_eval_check_reports_every_problem_of_a_set(tmp_path: Path, check_vault: Path) -> None:
+    rows: list[dict[str, Any] | str] = [
+        {**CHECK_GOOD[0], "gold_files": ["guide/a.md", "guide/gone.md"]},
+        "{not json",
+        {**CHECK_GOOD[1], "gold_phrases": ["默认端口", "八千"]},
+        {**CHECK_GOOD[2], "id": "c1"},
+    ]
+    qa = write_jsonl(tmp_path / "qa.jsonl", rows)
+    r = sunlib("eval", "check", str(qa), "--vault", str(check_vault))
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == [
+        f"{qa}:1: gold file not found in the vault: guide/gone.md",
+        f"{qa}:2: not JSON (Expecting property name enclosed in double quotes)",
+        f"{qa}:3: gold phrase not in its gold files: '八千'",
+        f"{qa}:4: duplicate id 'c1'",
+    ]
+    r = sunlib("eval", "check", str(tmp_path / "absent.jsonl"), "--vault", str(check_vault))
+    assert (r.returncode, r.stdout.splitlines()) == (1, [f"QA set not found: {tmp_path / 'absent.jsonl'}"])
 
 
 # -- 3. the targets on e5 --------------------------------------------------------------------------

@@ -22,8 +22,6 @@ import pytest
 
 from clients import Api, sunlib
 from conftest import place_index
-from llm_server import ChatServer, user_message
-from llm_server import start as start_chat_server
 from sse import sse
 from sunlib import Library
 from sunlib.config import LLMSettings
@@ -35,6 +33,8 @@ from sunlib.providers.chat.openai import OpenAIChatModel
 from sunlib.server import create_app
 from test_eval import write_beir
 from test_eval_rag import HASH_TOML, TINY, write_jsonl
+from tests.harness.llm_server import ChatServer, user_message
+from tests.harness.llm_server import start as start_chat_server
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = ROOT / "src" / "sunlib" / "sample_vault"

@@ -28,16 +28,12 @@ from sunlib.ingest.ids import utf16_slice
 from sunlib.ingest.vault import MAX_METADATA_BYTES, VaultFile
 from sunlib.server import create_app
 from sunlib.sync.notes_io import TEMP_SUFFIX, read_note
+from tests.harness.hostile_yaml import alias_bomb, nested
 
 # Item 1's recipe: nine aliases wide, seven deep; 9**7 = 4.8 million strings from 269 bytes.
-ALIAS_BOMB = (
-    "---\n"
-    + 'a: &a ["x","x","x","x","x","x","x","x","x"]\n'
-    + "".join(f"{n}: &{n} [{','.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdef", "bcdefg", strict=True))
-    + "---\n# Bomb\n\nalias bomb body\n"
-)
-DEEP = "---\na: " + "[" * 3000 + "]" * 3000 + "\n---\n# Deep\n\ndeep body\n"  # item 2: 6 KB
-DEEP_API = "---\na: " + "[" * 900 + "]" * 900 + "\n---\n# Deep\n"  # item 2 over the API: 1.8 KB
+ALIAS_BOMB = alias_bomb(7) + "\nalias bomb body\n"
+DEEP = nested(3000) + "\ndeep body\n"  # item 2: 6 KB
+DEEP_API = nested(900)  # item 2 over the API: 1.8 KB
 # metadata over the per-note cap from inline tags alone (each YAML document is within its bounds)
 MANY_TAGS = "# Tags\n\n" + " ".join(f"#tag{i:06d}" for i in range((MAX_METADATA_BYTES // 10) + 1000)) + "\n"
 HOSTILE = {"hostile/bomb.md": ALIAS_BOMB, "hostile/deep.md": DEEP, "hostile/tags.md": MANY_TAGS}

@@ -1,4 +1,4 @@
-"""The answerability judge against the real local chat server (tests/llm_server.py).
+"""The answerability judge against the real local chat server (tests/harness/llm_server.py).
 
 The judge's calls are told apart from the writer's by their system prompt (the server's
 ``judge`` script); the hash embedder keeps indexing fast and the refusal gate is opened
@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from clients import Api, llm_libraries, step
-from llm_server import JUDGE_MARKS, ChatServer, sources, system_message, user_message
 from sse import sse
 from sunlib import Library
 from sunlib.answer.judge import JUDGE_MAX_TOKENS, JUDGE_PROMPT, parse_verdict
@@ -23,6 +22,7 @@ from sunlib.errors import ConfigError
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.server.app import create_app
 from sunlib.steps import ASK_STEPS, Step, describe
+from tests.harness.llm_server import JUDGE_MARKS, ChatServer, sources, system_message, user_message
 
 QUESTION = "When does the quokka festival in Vellington open?"
 QUOKKA_SENTENCE = "The quokka festival in Vellington opens every spring with a lantern parade along the harbour."

@@ -1,6 +1,6 @@
 """The OpenAI-compatible writer and the LLM router against a real local chat server.
 
-The server (tests/llm_server.py) is a real HTTP server on 127.0.0.1 that speaks the
+The server (tests/harness/llm_server.py) is a real HTTP server on 127.0.0.1 that speaks the
 chat-completions protocol, plain and streaming; sunlib is configured through its
 settings only. The hash embedder keeps indexing fast; the refusal gate is opened
 (thresholds 0) wherever the writer has to run.
@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from clients import llm_libraries, step
-from llm_server import ChatServer, sources, system_message, user_message
 from sunlib import Library
 from sunlib.answer.context import Budget, build_context
 from sunlib.answer.result import AskResult
@@ -33,6 +32,7 @@ from sunlib.providers.registry import create_writer
 from sunlib.providers.writers.llm import SYSTEM_PROMPT
 from sunlib.steps import RETRIEVAL_STEPS, Step
 from sunlib.text.refs import REF
+from tests.harness.llm_server import ChatServer, sources, system_message, user_message
 
 QUESTION = "When does the quokka festival in Vellington open?"
 QUOKKA_PATH = "events/quokka.md"

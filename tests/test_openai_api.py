@@ -17,7 +17,6 @@ import openai
 import pytest
 
 from clients import Api, Served
-from llm_server import ChatServer, sources, user_message
 from sunlib import Library
 from sunlib.answer.conversation import follow_up
 from sunlib.contracts import Turn
@@ -26,6 +25,7 @@ from sunlib.server.routes_openai import Markers, numbered
 from sunlib.steps import Step
 from sunlib.text.refs import REF
 from sunlib.text.tokens import estimate_tokens
+from tests.harness.llm_server import ChatServer, sources, user_message
 
 ANSWERED = "What is the SUNLIB_HOME environment variable used for?"
 REFUSED = "Which port does the sunlib web server listen on?"

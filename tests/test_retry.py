@@ -1,6 +1,6 @@
 """The one retry policy of the HTTP providers, against the real local test server.
 
-The server (tests/llm_server.py) fails the next n requests of a kind with a status and
+The server (tests/harness/llm_server.py) fails the next n requests of a kind with a status and
 counts every attempt. The waits are recorded by the policy's ``sleep`` (nothing here
 depends on how fast the machine is); the embedder and the chat model share the policy.
 """
@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from llm_server import ChatServer, vector
 from sunlib.config import EmbeddingSettings, LLMSettings
 from sunlib.errors import ProviderError
 from sunlib.providers import ChatMessage, ChatRequest, create_embedder
 from sunlib.providers.chat.openai import OpenAIChatModel
 from sunlib.providers.embedders.http import OpenAIEmbedder
 from sunlib.providers.http_common import RETRY_STATUSES, RetryPolicy
+from tests.harness.llm_server import ChatServer, vector
 
 HELLO = ChatRequest((ChatMessage.user("Say hello."),))
 

@@ -1,6 +1,6 @@
 """Serving in parallel: frozen settings, ``Library.with_settings``, a connection per thread,
 the worker service, thread-safe shared models, and a search that does not wait for a
-writer (a real uvicorn server on a free port, the slow chat server of tests/llm_server.py)."""
+writer (a real uvicorn server on a free port, the slow chat server of tests/harness/llm_server.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 from pydantic import ValidationError
 
 from clients import Served
-from llm_server import ChatServer
 from sse import sse
 from sunlib import Library
 from sunlib.config import Settings
@@ -24,6 +23,7 @@ from sunlib.server.errors import ApiError
 from sunlib.server.jobs import Job, Jobs
 from sunlib.steps import Step
 from sunlib.store.memory import NumpyVectors
+from tests.harness.llm_server import ChatServer
 
 QUESTION = "How are nightly snapshots rotated and checked?"
 

@@ -27,15 +27,15 @@ import uvicorn
 
 from clients import screenshot_dir
 from conftest import CHROMIUM
-from llm_server import ChatServer
-from llm_server import Script as LLMScript
-from llm_server import sources as llm_sources
-from llm_server import start as start_llm
-from llm_server import user_message as llm_user_message
 from sunlib import Library
 from sunlib.answer.stages import Round
 from sunlib.server.app import WEB_DIR, create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
+from tests.harness.llm_server import ChatServer
+from tests.harness.llm_server import Script as LLMScript
+from tests.harness.llm_server import sources as llm_sources
+from tests.harness.llm_server import start as start_llm
+from tests.harness.llm_server import user_message as llm_user_message
 
 if CHROMIUM is None:
     pytest.skip("chromium is not installed (/usr/bin/chromium): the web UI test needs it", allow_module_level=True)

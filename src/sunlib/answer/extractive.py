@@ -30,7 +30,7 @@ from .scorer import AnswerScorer, Passage, load_params
 
 # A unit follows the first one only if its probability is at least this share of the best one's.
 # Chosen on the training sets (the package-README set and the calibration set, with
-# benchmarks/train_scorer.py's records): with four units at most, 0.2 puts a labelled answer unit
+# tools/scorer/train.py's records): with four units at most, 0.2 puts a labelled answer unit
 # in the quote for 82% of their answerable questions at 3.6 units on average; 0.5 gives 75% at 2.5.
 FOLLOW_SHARE = 0.2
 PER_SOURCE = 3  # units one passage may give

@@ -1,6 +1,6 @@
 """The learned answer scorer: which unit states the answer, and whether any does.
 
-Two logistic models, fitted by ``benchmarks/train_scorer.py`` on labelled data (SQuAD 2.0,
+Two logistic models, fitted by ``tools/scorer/train.py`` on labelled data (SQuAD 2.0,
 CMRC2018, the bundled calibration set; docs/evaluation.md) and shipped as the small file
 ``scorer.json`` beside this module. Inference is a dot product in numpy.
 

@@ -1,4 +1,5 @@
-"""``sunlib eval retrieval|rag|calibrate``: retrieval metrics, answer metrics, refusal-gate calibration."""
+"""``sunlib eval retrieval|rag|calibrate|check``: retrieval metrics, answer metrics, refusal-gate calibration, and the
+check of a QA set against its vault."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.markup import escape
 
 from ..config import load_settings, merge
 from ..errors import UserError
-from ..evaluate import evaluate_rag, evaluate_retrieval, load_beir, load_qa, regressions
+from ..evaluate import check_qa, evaluate_rag, evaluate_retrieval, load_beir, load_qa, regressions
 from ..evaluate.calibrate import calibrate_gate
 from ..evaluate.grading import JUDGED_KEYS, AnswerGrader, create_grader, judged_regressions
 from ..evaluate.history import compare, eval_history, load_eval, save_eval
@@ -288,6 +289,24 @@ def _print_rag(name: str, questions: int, runs: dict[str, EvalRun], as_json: boo
     if info.get("grader"):
         g = info["grader"]
         out.print(f"  judged by {g['model']} with rubric {g['rubric']}; a refusal is scored without the model")
+
+
+@eval_app.command("check")
+def check(
+    qa: Annotated[Path, typer.Argument(help="QA set (JSONL), in the format `sunlib eval rag --help` describes")],
+    vault: Annotated[Path, typer.Option("--vault", "-V", help="the vault its gold files are in (not indexed)")],
+) -> None:
+    """Check a QA set against its vault without running it: every line loads as `eval rag` reads it, fields and
+    their values are known, lang agrees with the question's script, every gold file exists in the vault and every
+    gold phrase is a verbatim substring of one of its gold files (and each gold file holds one), parts name gold
+    files that hold their phrases, and follow-ups follow. Prints one OK line with the set's counts, or each problem
+    as a line (FILE:LINE: what) and exits 1."""
+    result = check_qa(qa, vault)
+    for line in result.problems:
+        print(line)
+    if not result.ok:
+        raise typer.Exit(1)
+    print(result.summary())
 
 
 @eval_app.command("calibrate")

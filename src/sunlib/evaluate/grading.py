@@ -38,7 +38,7 @@ PASS_MARK = 4  # an answer is "correct" when its accuracy is at least this (the 
 GRADE_MAX_TOKENS = 160  # three integers and one short reason
 MAX_EVIDENCE_CHARS = 1500  # per cited passage: a small local model reads a long prompt slowly
 MAX_REASON_CHARS = 300
-# the fake test server (tests/llm_server.py) tells grading calls from the others by this opening
+# the fake test server (tests/harness/llm_server.py) tells grading calls from the others by this opening
 RUBRIC = """Grade an answer. You grade the answer a notes assistant gave to a user's question.
 You get the question, a reference answer written by a person, the evidence passages the assistant
 cited, and the assistant's answer. Score the answer on three criteria, each an integer from 1 to 5:

@@ -38,7 +38,9 @@ Every metric is reported for the whole set, and per slice (answerable, unanswera
 from __future__ import annotations
 
 import json
+import re
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,6 +52,7 @@ from ..errors import DatasetError
 from ..library import Library
 from ..steps import Step
 from ..store import LOCAL_OWNER, ChunkRow
+from ..text.tokens import has_cjk
 from .grading import AnswerGrader, GradeInput, grade_summary
 from .metrics import percentile
 from .multidoc import QAPart, evidence_ids, parse_groups, parse_parts, part_figures, rounds_of
@@ -141,62 +144,70 @@ def load_qa(path: Path, label: str | None = None) -> list[QACase]:
     """The cases of a QA set; errors name it as ``label`` (default: ``path``), so that a server
     can name a vault file by its vault-relative path rather than where it lives on disk."""
     label = label or str(path)
-    if not path.is_file():
-        raise DatasetError(f"QA set not found: {label}")
     cases: list[QACase] = []
     seen: set[str] = set()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{label}: not UTF-8 text (byte {exc.start})") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{label}:{n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise DatasetError(f"{where}: nested too deeply to be a question") from None
-        if not isinstance(row, dict):
-            raise DatasetError(f"{where}: expected a JSON object")
-        missing = [k for k in ("id", "question", "type") if not isinstance(row.get(k), str) or not row[k].strip()]
-        if missing:
-            raise DatasetError(f"{where}: missing or empty field(s): {', '.join(missing)}")
-        if row["type"] not in TYPES:
-            raise DatasetError(f"{where}: type {row['type']!r} is not one of {', '.join(TYPES)}")
-        if row["id"] in seen:
-            raise DatasetError(f"{where}: duplicate id {row['id']!r}")
-        seen.add(row["id"])
-        gold_files, gold_phrases = row.get("gold_files") or [], row.get("gold_phrases") or []
-        if not all(isinstance(x, str) for x in [*gold_files, *gold_phrases]):
-            raise DatasetError(f"{where}: gold_files and gold_phrases must be lists of strings")
-        parts = parse_parts(row, where)
-        partial = any(not p.coverable for p in parts) and any(p.coverable for p in parts)
-        if row["type"] == "unanswerable" and gold_files and not partial:
-            raise DatasetError(
-                f"{where}: an unanswerable question has no gold_files (unless its parts name an uncovered one)"
-            )
-        if row["type"] != "unanswerable" and not gold_files:
-            raise DatasetError(f"{where}: an answerable question needs gold_files")
-        cases.append(
-            QACase(
-                row["id"],
-                str(row.get("lang") or "und"),
-                row["type"],
-                row["question"],
-                tuple(gold_files),
-                tuple(gold_phrases),
-                str(row.get("answer") or ""),
-                parts,
-                parse_groups(row, where) if row.get("gold_groups") is not None else (),
-                _follows(row, where, seen),
-            )
-        )
+    for n, line in enumerate(_lines(path, label), 1):
+        if line.strip():
+            cases.append(_case(_row(line, f"{label}:{n}"), f"{label}:{n}", seen))
     if not cases:
         raise DatasetError(f"{label}: no questions")
     return cases
+
+
+def _lines(path: Path, label: str) -> list[str]:
+    if not path.is_file():
+        raise DatasetError(f"QA set not found: {label}")
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{label}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _row(line: str, where: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{where}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise DatasetError(f"{where}: nested too deeply to be a question") from None
+    if not isinstance(row, dict):
+        raise DatasetError(f"{where}: expected a JSON object")
+    return row
+
+
+def _case(row: dict[str, Any], where: str, seen: set[str]) -> QACase:
+    """One line's case, by the rules every set must keep to run (``seen``: the ids before it)."""
+    missing = [k for k in ("id", "question", "type") if not isinstance(row.get(k), str) or not row[k].strip()]
+    if missing:
+        raise DatasetError(f"{where}: missing or empty field(s): {', '.join(missing)}")
+    if row["type"] not in TYPES:
+        raise DatasetError(f"{where}: type {row['type']!r} is not one of {', '.join(TYPES)}")
+    if row["id"] in seen:
+        raise DatasetError(f"{where}: duplicate id {row['id']!r}")
+    seen.add(row["id"])
+    gold_files, gold_phrases = row.get("gold_files") or [], row.get("gold_phrases") or []
+    if not all(isinstance(x, str) for x in [*gold_files, *gold_phrases]):
+        raise DatasetError(f"{where}: gold_files and gold_phrases must be lists of strings")
+    parts = parse_parts(row, where)
+    partial = any(not p.coverable for p in parts) and any(p.coverable for p in parts)
+    if row["type"] == "unanswerable" and gold_files and not partial:
+        raise DatasetError(
+            f"{where}: an unanswerable question has no gold_files (unless its parts name an uncovered one)"
+        )
+    if row["type"] != "unanswerable" and not gold_files:
+        raise DatasetError(f"{where}: an answerable question needs gold_files")
+    return QACase(
+        row["id"],
+        str(row.get("lang") or "und"),
+        row["type"],
+        row["question"],
+        tuple(gold_files),
+        tuple(gold_phrases),
+        str(row.get("answer") or ""),
+        parts,
+        parse_groups(row, where) if row.get("gold_groups") is not None else (),
+        _follows(row, where, seen),
+    )
 
 
 def _follows(row: dict[str, Any], where: str, seen: set[str]) -> str | None:
@@ -206,6 +217,183 @@ def _follows(row: dict[str, Any], where: str, seen: set[str]) -> str | None:
     if not isinstance(follows, str) or follows not in seen or follows == row["id"]:
         raise DatasetError(f"{where}: follows {follows!r}, which is not an earlier id")
     return follows
+
+
+FIELDS = ("id", "lang", "type", "question", "gold_files", "gold_phrases", "answer", "parts", "gold_groups", "follows")
+PART_FIELDS = ("part", "gold_file", "gold_phrase", "gold_files", "gold_phrases")
+LANGS = ("en", "zh")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class QACheck:
+    """What ``check_qa`` found: the cases that load, and every problem as one line (``FILE:LINE: ...``)."""
+
+    label: str
+    cases: tuple[QACase, ...]
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        """One line: the set's size, answerable and not, per language and per type."""
+        langs = Counter(c.lang for c in self.cases)
+        types = Counter(c.type for c in self.cases)
+        partly = sum(c.type == "unanswerable" and c.answerable for c in self.cases)  # some parts uncovered
+        answerable = sum(c.answerable for c in self.cases) - partly
+        kinds = [f"{answerable} answerable"] + ([f"{partly} partly answerable"] if partly else [])
+        kinds.append(f"{len(self.cases) - answerable - partly} unanswerable")
+        files = len({f for c in self.cases for f in c.gold_files})
+        return (
+            f"{self.label}: OK, {len(self.cases)} questions ({', '.join(kinds)};"
+            f" {', '.join(f'{k} {v}' for k, v in sorted(langs.items()))};"
+            f" {', '.join(f'{k} {types[k]}' for k in TYPES if types[k])}), {files} gold files"
+        )
+
+
+def check_qa(path: Path, vault: Path, label: str | None = None) -> QACheck:
+    """Check a QA set against the vault it is about (``sunlib eval check``): every line loads as
+    ``load_qa`` reads it, and besides
+
+    * no field is unknown, ``lang`` is en or zh and agrees with the question's script;
+    * an answerable question has gold phrases, an unanswerable one without gold files has none;
+      a cross_doc question and any question with parts (but a follow-up) cite two or more files,
+      a multi_part question has two or more parts;
+    * every gold file is a file inside the vault, every gold phrase is a verbatim substring of one
+      of its question's gold files, and each gold file holds one of them (files of ``gold_groups``
+      stand for their group and need not);
+    * a covered part's file is among the gold files and holds the part's phrase; an answerable
+      question has no uncovered part;
+    * ``follows`` is on follow_up questions only, and each follow_up follows or is followed.
+    """
+    label = label or str(path)
+    try:
+        lines = _lines(path, label)
+    except DatasetError as exc:
+        return QACheck(label, (), (str(exc),))
+    problems: list[str] = [] if vault.is_dir() else [f"vault not found: {vault}"]
+    texts: dict[str, str | None] = {}
+    cases: list[tuple[str, QACase]] = []
+    seen: set[str] = set()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{label}:{n}"
+        try:
+            row = _row(line, where)
+            case = _case(row, where, seen)
+        except DatasetError as exc:
+            problems.append(str(exc))
+            continue
+        cases.append((where, case))
+        if vault.is_dir():
+            problems += [f"{where}: {p}" for p in _problems(row, case, lambda rel: _text(vault, rel, texts))]
+        else:
+            problems += [f"{where}: {p}" for p in _row_problems(row, case)]
+    followed = {c.follows for _, c in cases if c.follows}
+    for where, c in cases:
+        if c.type == "follow_up" and c.follows is None and c.id not in followed:
+            problems.append(f"{where}: a follow_up question that neither follows another nor is followed")
+    if not cases and not problems:
+        problems.append(f"{label}: no questions")
+    return QACheck(label, tuple(c for _, c in cases), tuple(problems))
+
+
+def _text(vault: Path, rel: str, cache: dict[str, str | None]) -> str | None:
+    """A gold file's text, None when it is not a readable file inside the vault."""
+    if rel not in cache:
+        root = vault.resolve()
+        path = (root / rel).resolve()
+        inside = not Path(rel).is_absolute() and path.is_relative_to(root)
+        try:
+            cache[rel] = path.read_text(encoding="utf-8") if inside and path.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            cache[rel] = None
+    return cache[rel]
+
+
+def _row_problems(row: dict[str, Any], case: QACase) -> list[str]:
+    """What is wrong with a line that loads, without reading the vault."""
+    out = []
+    unknown = sorted(set(row) - set(FIELDS))
+    if unknown:
+        out.append(f"unknown field(s): {', '.join(unknown)}")
+    lang = row.get("lang")
+    if lang is None:
+        out.append(f"no lang (one of {', '.join(LANGS)})")
+    elif lang not in LANGS:
+        out.append(f"lang {lang!r} is not one of {', '.join(LANGS)}")
+    elif lang == "zh" and not has_cjk(case.question):
+        out.append("lang zh, but the question has no Chinese characters")
+    elif lang == "en" and has_cjk(case.question) and not _LATIN.search(case.question):
+        out.append("lang en, but the question is in Chinese")
+    if not isinstance(row.get("answer", ""), str):
+        out.append("answer must be a string")
+    for key in ("gold_files", "gold_phrases"):
+        if row.get(key) is not None and not isinstance(row[key], list):
+            out.append(f"{key} must be a list")
+    if case.answerable and not case.gold_phrases:
+        out.append("an answerable question needs gold_phrases")
+    if not case.answerable and case.gold_phrases:
+        out.append("an unanswerable question has no gold_phrases")
+    if case.type == "cross_doc" and len(set(case.gold_files)) < 2:
+        out.append("a cross_doc question needs two or more gold files")
+    if case.parts and case.type != "follow_up" and len(set(case.gold_files)) < 2:
+        out.append("a question with parts needs two or more gold files (a follow-up may cite one)")
+    if case.type == "multi_part" and len(case.parts) < 2:
+        out.append("a multi_part question needs two or more parts")
+    if case.follows is not None and case.type != "follow_up":
+        out.append(f"follows on a question of type {case.type}")
+    for n, raw in enumerate(row.get("parts") or [], 1):
+        if not str(raw.get("part") or "").strip():
+            out.append(f"part {n} has no name")
+        unknown = sorted(set(raw) - set(PART_FIELDS))
+        if unknown:
+            out.append(f"part {n}: unknown field(s): {', '.join(unknown)}")
+        if raw.get("gold_file") is not None and not raw.get("gold_phrase"):
+            out.append(f"part {n}: a gold_file without its gold_phrase")
+    if case.type != "unanswerable":
+        uncovered = [p.name for p in case.parts if not p.coverable]
+        out += [f"part {name!r} has no gold phrase, in an answerable question" for name in uncovered]
+    return out
+
+
+def _problems(row: dict[str, Any], case: QACase, text: Callable[[str], str | None]) -> list[str]:
+    """What is wrong with a line that loads, its gold files read from the vault."""
+    out = _row_problems(row, case)
+    found: dict[str, str] = {}
+    for rel in case.gold_files:
+        got = text(rel)
+        if got is None:
+            out.append(f"gold file not found in the vault: {rel}")
+        else:
+            found[rel] = got
+    if len(found) == len(set(case.gold_files)):  # every gold file read: the phrases can be placed
+        for phrase in case.gold_phrases:
+            if not phrase.strip():
+                out.append("an empty gold phrase")
+            elif not any(phrase in t for t in found.values()):
+                out.append(f"gold phrase not in its gold files: {phrase!r}")
+        if case.gold_phrases and not case.gold_groups:
+            out += [
+                f"gold file {rel} holds none of the gold phrases"
+                for rel, t in found.items()
+                if not any(p in t for p in case.gold_phrases)
+            ]
+    for n, raw in enumerate(row.get("parts") or [], 1):
+        files = raw.get("gold_files") or ([raw["gold_file"]] if raw.get("gold_file") else [])
+        phrases = raw.get("gold_phrases") or ([raw["gold_phrase"]] if raw.get("gold_phrase") else [])
+        for rel in files:
+            if rel not in case.gold_files:
+                out.append(f"part {n}: its file {rel} is not among gold_files")
+        names = files or case.gold_files  # a part that names no file: the question's gold files
+        read = [text(rel) for rel in names]
+        present = [t for t in read if t is not None]
+        if phrases and len(present) == len(read) and not any(p in t for p in phrases for t in present):
+            out.append(f"part {n}: its gold phrase is not in {', '.join(names)}: {phrases[0]!r}")
+    return out
 
 
 def _norm(text: str) -> str:

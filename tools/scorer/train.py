@@ -1,14 +1,14 @@
 """Fit the answer scorer (``sunlib.answer.scorer``) on labelled data and write its parameters.
 
     # 1. features: every question goes through the real pipeline up to selection
-    python benchmarks/train_scorer.py extract OUT_DIR [--data ../shared/data]
+    python -m tools.scorer.train extract OUT_DIR [--data ../shared/data]
     # 2. fit both models on the training questions, report on the validation ones, write scorer.json
-    python benchmarks/train_scorer.py fit OUT_DIR [--write src/sunlib/answer/scorer.json]
+    python -m tools.scorer.train fit OUT_DIR [--write src/sunlib/answer/scorer.json]
 
 Training data (none of it is a set docs/evaluation.md reports on):
 
 * SQuAD 2.0 half-dev: questions that are in neither the calibration nor the test set that
-  ``benchmarks/qa_from_beir.py`` writes (those two are reported); answerable ones label the
+  ``benchmarks.qa_from_beir`` writes (those two are reported); answerable ones label the
   unit holding a human answer span, unanswerable ones are negatives for answerability;
 * CMRC2018 ``trial`` split (Chinese; the reported set is ``test``);
 * the bundled calibration set (``src/sunlib/qa/sample_vault_calibration.jsonl``).
@@ -49,13 +49,13 @@ from sunlib.answer.scorer import (
     with_derived,
 )
 from sunlib.answer.select import Selection
-from sunlib.answer.stages import Question, Reranked, SelectIn, run_stages
+from sunlib.answer.stages import Question, Reranked, SelectIn, Stage, run_stages
 from sunlib.config import sunlib_home
 from sunlib.library import Library
 from sunlib.providers import sentence_model
 from sunlib.trace import Tracer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -72,7 +72,9 @@ def _cases(data: Path, extra: list[tuple[Path, Path]]) -> Iterator[tuple[str, Pa
     home = sunlib_home() / "eval"
     squad = next(home.glob("squad2-dev-half-*"), None)
     if squad is None:
-        sys.exit("run benchmarks/qa_from_beir.py ../shared/data/squad2_dev_half --calibration 200 --test 300 first")
+        sys.exit(
+            "run python -m benchmarks.qa_from_beir ../shared/data/squad2_dev_half --calibration 200 --test 300 first"
+        )
     reported = {r["id"] for f in ("calibration.jsonl", "test.jsonl") for r in _jsonl(squad / "qa" / f)}
     rows = _jsonl(data / "squad2_dev_half" / "rag_qa.jsonl")
     rows = [r for r in rows if r["_id"] not in reported]
@@ -89,7 +91,7 @@ def _cases(data: Path, extra: list[tuple[Path, Path]]) -> Iterator[tuple[str, Pa
     )
     cmrc = next(home.glob("cmrc2018-*"), None)
     if cmrc is None:
-        sys.exit("run benchmarks/qa_from_beir.py ../shared/data/cmrc2018 --test 500 first")
+        sys.exit("run python -m benchmarks.qa_from_beir ../shared/data/cmrc2018 --test 500 first")
     queries = {r["_id"]: r["text"] for r in _jsonl(data / "cmrc2018" / "queries_trial.jsonl")}
     answers = _jsonl(data / "cmrc2018" / "answers_trial.jsonl")
     random.Random(7).shuffle(answers)
@@ -134,6 +136,7 @@ def _record(lib: Library, case: dict[str, Any], featurizer_model: Any, removed: 
     if removed:
         ranked = tuple(r for r in ranked if not any(p in _norm(r.hit.text) for p in phrases))
     select_stage = asker.stages[3]
+    assert isinstance(select_stage, Stage)  # the select stage, not the agentic loop's Round
     sel: Selection = select_stage.run(SelectIn(q, board["retrieved"], Reranked(ranked)), tracer)
     passages = [Passage.of(r, i) for i, r in enumerate(sel.kept, 1)]
     featurizer = UnitFeaturizer(q.text, board["retrieved"].weights, featurizer_model)
@@ -376,7 +379,7 @@ def fit(out: Path, write: Path | None) -> None:
         payload = {
             "trained_at": datetime.now(UTC).date().isoformat(),
             "trained_on": "SQuAD 2.0 half-dev (not the reported calibration/test questions), CMRC2018 trial, "
-            "the bundled calibration set; benchmarks/train_scorer.py",
+            "the bundled calibration set; tools/scorer/train.py",
             "threshold": threshold,
             "validation": report,
             "models": models,

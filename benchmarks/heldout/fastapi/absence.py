@@ -1,90 +1,22 @@
 #!/usr/bin/env python3
-"""Validate the held-out QA sets against their vaults.
+"""The absence check of the held-out sets' unanswerable questions: the fact each one asks for is in
+neither en/ nor zh/ of the FastAPI docs.
 
-Checks: (a) every line parses as JSON with exactly the required keys,
-(b) ids are unique (within and across files), (c) every gold file exists
-under its vault, (d) every gold phrase occurs verbatim (raw substring) in at
-least one of its gold files, (e) answerable questions have >=1 gold file and
->=1 gold phrase, unanswerable ones have none. Also checks lang/type values,
-1-3 phrases per answerable question, and prints counts.
-Usage: python3 check_sets.py
+For each unanswerable id, ABSENT lists the terms that would have to appear if the docs answered it;
+every .md file of en/ and zh/ (release notes included) is searched for them, case-insensitively (a
+word-ish match for short tokens such as "MB" or "301", a substring otherwise). Hits read by hand and
+judged irrelevant are listed in REVIEWED; any other hit fails the check. The sets' format, gold files
+and gold phrases are checked by `sunlib eval check` (README, "Checks").
+Usage: python3 absence.py
 """
-import json, os, sys
-from collections import Counter
+import glob, json, os, re, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = "/work/shared/data/fastapi_docs"
-SETS = [("en_vault.jsonl", os.path.join(DATA, "en")),
-        ("zh_vault.jsonl", os.path.join(DATA, "zh"))]
-KEYS = {"id", "lang", "type", "question", "gold_files", "gold_phrases", "answer"}
-TYPES = {"fact", "procedure", "comparison", "enumeration", "cross_doc",
-         "code_identifier", "paraphrase", "unanswerable"}
-
+SETS = ["en_vault.jsonl", "zh_vault.jsonl"]
 errors = []
-all_ids = Counter()
-for fname, vault in SETS:
-    path = os.path.join(HERE, fname)
-    ids = Counter()
-    by = Counter()
-    types = Counter()
-    n = 0
-    with open(path, encoding="utf-8") as f:
-        for ln, line in enumerate(f, 1):
-            if not line.strip():
-                errors.append(f"{fname}:{ln}: empty line"); continue
-            try:
-                d = json.loads(line)
-            except Exception as e:
-                errors.append(f"{fname}:{ln}: JSON error {e}"); continue
-            n += 1
-            if set(d) != KEYS:
-                errors.append(f"{fname}:{ln}: keys {sorted(d)}"); continue
-            qid = d["id"]; ids[qid] += 1; all_ids[qid] += 1
-            if d["lang"] not in ("en", "zh"):
-                errors.append(f"{qid}: bad lang {d['lang']}")
-            if d["type"] not in TYPES:
-                errors.append(f"{qid}: bad type {d['type']}")
-            for k in ("question", "answer"):
-                if not isinstance(d[k], str) or not d[k].strip():
-                    errors.append(f"{qid}: empty {k}")
-            gf, gp = d["gold_files"], d["gold_phrases"]
-            if not isinstance(gf, list) or not isinstance(gp, list):
-                errors.append(f"{qid}: gold_files/gold_phrases must be lists"); continue
-            ans = "unanswerable" if d["type"] == "unanswerable" else "answerable"
-            by[(d["lang"], ans)] += 1
-            types[d["type"]] += 1
-            if d["type"] == "unanswerable":
-                if gf or gp:
-                    errors.append(f"{qid}: unanswerable must have empty gold lists")
-                continue
-            if not gf:
-                errors.append(f"{qid}: no gold file")
-            if not gp:
-                errors.append(f"{qid}: no gold phrase")
-            if len(gp) > 3:
-                errors.append(f"{qid}: more than 3 gold phrases")
-            texts = []
-            for g in gf:
-                p = os.path.join(vault, g)
-                if not os.path.isfile(p):
-                    errors.append(f"{qid}: missing gold file {g}")
-                else:
-                    texts.append(open(p, encoding="utf-8").read())
-            for ph in gp:
-                if not ph or not any(ph in t for t in texts):
-                    errors.append(f"{qid}: phrase not found verbatim: {ph!r}")
-    for k, v in ids.items():
-        if v > 1:
-            errors.append(f"{fname}: duplicate id {k}")
-    print(f"{fname}: {n} questions")
-    for (lang, ans), c in sorted(by.items()):
-        print(f"  lang={lang} {ans}: {c}")
-    print("  types: " + ", ".join(f"{t}={types[t]}" for t in sorted(TYPES)))
-    low = [t for t in TYPES if types[t] < 3]
-    if low:
-        errors.append(f"{fname}: types used fewer than 3 times: {low}")
 
-# (f) unanswerable questions: the specific fact must be absent from BOTH en/ and zh/.
+# The specific fact of every unanswerable question must be absent from BOTH en/ and zh/.
 # For each unanswerable id, terms that would have to appear if the docs answered it
 # (case-insensitive grep over every .md file of en/ and zh/, release notes included).
 ABSENT = {
@@ -124,13 +56,12 @@ ABSENT = {
     "zh-un-en-06": ["timeout-keep-alive", "timeout_keep_alive", "keep-alive timeout"],
     "zh-un-en-07": ["CSRF_TRUSTED_ORIGINS", "TRUSTED_ORIGINS"],
 }
-import glob, re
 corpus = {}
 for lang in ("en", "zh"):
     for p in glob.glob(os.path.join(DATA, lang, "**", "*.md"), recursive=True):
         corpus[os.path.relpath(p, DATA)] = open(p, encoding="utf-8").read()
 un_ids = set()
-for fname, _ in SETS:
+for fname in SETS:
     for line in open(os.path.join(HERE, fname), encoding="utf-8"):
         d = json.loads(line)
         if d["type"] == "unanswerable":
@@ -163,13 +94,9 @@ print(f"\nabsence check: {len(ABSENT)} unanswerable questions, {sum(len(v) for v
 if hits:
     errors.append(f"absence check: {hits} unreviewed hit(s)")
 
-for k, v in all_ids.items():
-    if v > 1:
-        errors.append(f"duplicate id across files: {k}")
-
 if errors:
     print(f"\n{len(errors)} problem(s):")
     for e in errors:
         print("  " + e)
     sys.exit(1)
-print("\nAll checks passed (keys, unique ids, gold files exist, gold phrases verbatim, answerable/unanswerable gold lists).")
+print("\nAbsence check passed: no unreviewed hit.")

@@ -27,10 +27,10 @@ Prints a table, writes a JSON summary (--json-out) and replaces the section betw
 
 Both then check the index (the full check) and complete it to equality with a clean build.
 
-    python benchmarks/kill_trials.py                 # 100 trials, 320 notes
-    python benchmarks/kill_trials.py --trials 10 --no-doc
-    python benchmarks/kill_trials.py --races 12 --notes 160
-    python benchmarks/kill_trials.py --trials 10 --no-doc --lexical-engine postings   # kills hit its saves too
+    python -m tests.harness.kill_trials            # 100 trials, 320 notes
+    python -m tests.harness.kill_trials --trials 10 --no-doc
+    python -m tests.harness.kill_trials --races 12 --notes 160
+    python -m tests.harness.kill_trials --trials 10 --no-doc --lexical-engine postings   # kills hit its saves too
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from sunlib.store import PostingsLexical, Space, SqliteStore, UsearchVectors
 from sunlib.store.check import check_index, differences, fingerprint
 from sunlib.text.tokens import fts_query
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- kill:start -->", "<!-- kill:end -->"
 RACE_BEGIN, RACE_END = "<!-- race:start -->", "<!-- race:end -->"
@@ -841,7 +841,7 @@ def main() -> None:
         shown = [f"--trials {args.trials}"] if args.trials != 100 else []
         shown += [f"--notes {args.notes}"] if args.notes != 320 else []
         shown += [f"--kill-window {args.kill_window}"] if args.kill_window != "kind" else []
-        command = " ".join(["python benchmarks/kill_trials.py", *shown])
+        command = " ".join(["python -m tests.harness.kill_trials", *shown])
         update_doc(markdown(summary, command))
     if summary["corrupt"] or summary["mismatches"]:
         sys.exit(1)
@@ -860,7 +860,7 @@ def main_races(args: argparse.Namespace, work: Path) -> None:
         args.json_out.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     if not args.no_doc:
         shown = [f"--races {args.races}"] + ([f"--notes {args.notes}"] if args.notes != 320 else [])
-        command = " ".join(["OMP_NUM_THREADS=1 python benchmarks/kill_trials.py", *shown])
+        command = " ".join(["OMP_NUM_THREADS=1 python -m tests.harness.kill_trials", *shown])
         update_doc(race_markdown(summary, command), begin=RACE_BEGIN, end=RACE_END)
     if summary["failures"]:
         sys.exit(1)

@@ -23,8 +23,8 @@ Prints the figures and writes them into docs/reliability.md between ``<!-- fuzz:
 and ``<!-- fuzz:end -->`` (appended when the markers are absent; the rest of the file is
 left as it is, re-read right before writing).
 
-    python benchmarks/fuzz_api.py                       # 50 examples per operation
-    python benchmarks/fuzz_api.py --max-examples 10 --no-write
+    python -m tests.harness.fuzz_api                          # 50 examples per operation
+    python -m tests.harness.fuzz_api --max-examples 10 --no-write
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ import uvicorn
 from sunlib import Library
 from sunlib.server import create_app
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_VAULT = ROOT / "src" / "sunlib" / "sample_vault"
 DOC = ROOT / "docs" / "reliability.md"
 START, END = "<!-- fuzz:start -->", "<!-- fuzz:end -->"
@@ -417,7 +417,7 @@ def render(passes: list[PassResult], stream: StreamResult, max_examples: int, se
     lines = [
         "## API fuzzing (schemathesis)",
         "",
-        f"`python benchmarks/fuzz_api.py --max-examples {max_examples} --seed {seed}` ({when}): schemathesis "
+        f"`python -m tests.harness.fuzz_api --max-examples {max_examples} --seed {seed}` ({when}): schemathesis "
         f"{_schemathesis_version()} against `/openapi.json` of a live server (uvicorn, 127.0.0.1) over a copy "
         "of the sample vault (hash embedder); every operation, all phases (examples, coverage, fuzzing, "
         "stateful), positive and negative data, nothing excluded. A fresh server and vault per pass.",
@@ -446,9 +446,9 @@ def render(passes: list[PassResult], stream: StreamResult, max_examples: int, se
         "the endless file feed (`GET /api/index/files/events`) is read for 2 s, then closed.",
         "",
     ]
-    server = {(f.operation, f.body): f for p in passes for f in p.failures if f.server_error}
-    if server:
-        lines += ["Server errors:", ""] + [f"- {f.line()}" for f in server.values()] + [""]
+    server_errors = {(f.operation, f.body): f for p in passes for f in p.failures if f.server_error}
+    if server_errors:
+        lines += ["Server errors:", ""] + [f"- {f.line()}" for f in server_errors.values()] + [""]
     other = {f.key(): f for p in passes for f in p.failures if not f.server_error}
     if other:
         lines += ["Schema mismatches (the response is fine, /openapi.json does not declare it):", ""]

@@ -10,6 +10,7 @@ judge calls (system prompt "Answerability check." or "可回答性检查。"), a
 /v1/embeddings`` answers too (kind "embeddings", deterministic 8-d vectors), so the retry
 policy of every HTTP provider is tested against one server: ``script.fail(n, 503)``
 fails the next n requests of a kind, and ``attempts(kind)`` counts what arrived.
+benchmarks.load_api serves it as a slow LLM writer (``delta_delay_s``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,27 @@
-"""The one writer of a benchmark's block in docs/benchmarks.md (shared by the scripts in this folder).
+"""What the benchmark scripts share: the repository's paths, a free loopback port, and the one writer of a
+benchmark's block in docs/benchmarks.md.
 
 A block lies between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``; a run replaces it whole, or appends
 it under ``heading`` (with ``intro``) when the page has no such block yet."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+ROOT = Path(__file__).resolve().parents[1]  # the repository
+DOC = ROOT / "docs" / "benchmarks.md"
+SAMPLE_VAULT = ROOT / "src" / "sunlib" / "sample_vault"
+QA_DIR = ROOT / "src" / "sunlib" / "qa"
+TEST_QA = QA_DIR / "sample_vault.jsonl"  # the bundled QA set
+CALIBRATION_QA = QA_DIR / "sample_vault_calibration.jsonl"  # the bundled calibration set
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (at the moment of asking)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def markers(name: str) -> tuple[str, str]:
