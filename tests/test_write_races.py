@@ -258,6 +258,7 @@ HOLD = """
 import fcntl, os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
 fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)  # as sunlib.store.lock does: an earlier holder's longer pid leaves no digits behind
 os.write(fd, f"{os.getpid()}\\n".encode())
 print("held", flush=True)
 time.sleep(120)
