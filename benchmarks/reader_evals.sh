@@ -36,9 +36,9 @@ run() {  # name qa vault [env...]
 
 case "$what" in
   tune)
-    run calibration src/sunlib/qa/sample_vault_calibration.jsonl "$runs/sample" SUNLIB_ANSWER__READER_THRESHOLD=0
-    run fastapi1-en benchmarks/heldout/fastapi/en_vault.jsonl "$runs/en" SUNLIB_ANSWER__READER_THRESHOLD=0
-    run fastapi1-zh benchmarks/heldout/fastapi/zh_vault.jsonl "$runs/zh" SUNLIB_ANSWER__READER_THRESHOLD=0
+    run calibration src/sunlib/qa/sample_vault_calibration.jsonl "$runs/sample" SUNLIB_ANSWER__GATE=reader SUNLIB_ANSWER__READER_THRESHOLD=0
+    run fastapi1-en benchmarks/heldout/fastapi/en_vault.jsonl "$runs/en" SUNLIB_ANSWER__GATE=reader SUNLIB_ANSWER__READER_THRESHOLD=0
+    run fastapi1-zh benchmarks/heldout/fastapi/zh_vault.jsonl "$runs/zh" SUNLIB_ANSWER__GATE=reader SUNLIB_ANSWER__READER_THRESHOLD=0
     ;;
   report)
     before=(SUNLIB_ANSWER__READER=none SUNLIB_ANSWER__GATE=score)
