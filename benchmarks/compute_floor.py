@@ -108,7 +108,7 @@ def main() -> None:
     for workers, (n, secs) in runs.items():
         lines.append(
             f"- sunlib's bulk embedding (`embed_pending`), `workers = {workers}`: {n / secs:.2f} abstracts/s "
-            f"({secs / (floor_s * (len(texts) / max(n, 1))) / workers:.1f}x the floor per core used)."
+            f"({workers * secs / max(n, 1) / per_chunk_floor:.1f}x the floor per core used)."
         )
     body = "\n".join(lines)
     print(body)

@@ -102,7 +102,7 @@ def main() -> None:
             results[arm] = timed_searches(url, titles, args.queries, while_running=arm == "backfill")
         finally:
             proc.terminate()
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
     quiet, busy = results["quiet"], results["backfill"]
     ratio = p95(busy) / p95(quiet)
     body = "\n".join(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +17,8 @@ from sunlib import Library
 from sunlib.config import EmbeddingSettings
 from sunlib.contracts import SearchResult
 from sunlib.providers import Embedder, create_embedder
+from sunlib.providers.embedders.hashing import HashEmbedder
+from sunlib.providers.registry import Kind, register_embedder
 from sunlib.steps import Step
 from sunlib.store import Visibility
 
@@ -190,3 +192,38 @@ def test_a_server_fills_in_the_vectors_a_first_index_left(tmp_path: Path) -> Non
                 time.sleep(0.05)
         main = [e for e in lib.status().embedding if e.role == "main"]
         assert main and main[0].embedded == main[0].total == 41
+
+
+class SlowEmbedder(HashEmbedder):
+    """The hash embedder, a quarter of a second per passage batch: a backfill that takes a while."""
+
+    provider = "slow-hash"
+
+    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        if kind == "passage":
+            time.sleep(0.25)
+        return super().embed_batch(texts, kind)
+
+
+register_embedder("slow-hash")(lambda settings: SlowEmbedder(64))
+
+
+def test_a_server_stops_at_once_while_its_backfill_runs_and_keeps_what_it_embedded(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from sunlib.server import create_app
+
+    vault = _backlog_vault(tmp_path)
+    embedding = {"provider": "slow-hash", "fast_tier": "e5-fast", "batch_size": 1}
+    with Library.open(vault, embedding=embedding, index_dir=tmp_path / "i") as lib:
+        lib.index(backfill=False)
+        with TestClient(create_app(lib), base_url="http://127.0.0.1", client=("127.0.0.1", 50000)):
+            deadline = time.monotonic() + 30
+            while lib.store.vectors.count_pending(lib.space)[0] > 38:  # the backfill is under way
+                assert time.monotonic() < deadline, "the backfill did not start"
+                time.sleep(0.02)
+            t0 = time.monotonic()
+        assert time.monotonic() - t0 < 5  # not the 10 s the rest of the backfill would take
+        left = lib.store.vectors.count_pending(lib.space)[0]
+        assert 0 < left <= 38
+        assert lib.index().vectors_pending == 0  # the next run goes on where it stopped

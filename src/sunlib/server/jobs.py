@@ -165,6 +165,11 @@ class Jobs:
         for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
 
+    @property
+    def closing(self) -> bool:
+        """True once ``close`` began: a long job may stop at its next step (its work so far is kept)."""
+        return self._closed
+
     def alive(self) -> int:
         """Worker threads running (0 once closed)."""
         with self._lock:

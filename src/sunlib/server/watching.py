@@ -22,6 +22,10 @@ WATCHER_PRINCIPAL = "\x00sunlib-watch"  # owns the watcher's jobs: not a name an
 READY_TIMEOUT = 10.0  # seconds the lifespan waits for the watches to be in place
 
 
+class BackfillStopped(Exception):
+    """Ends the backfill job when the server stops."""
+
+
 def start_backfill(state: ServerState) -> None:
     """Queue the embedding of every chunk still without a vector (``Library.embed``): a server
     started on a big new index serves at once, on the fast tier, while e5 fills in behind it on
@@ -32,6 +36,8 @@ def start_backfill(state: ServerState) -> None:
 
     def work(job: Job) -> dict[str, object]:
         def progress(phase: str, done: int, total: int) -> None:
+            if state.jobs.closing:  # the server stops: committed batches stay, the next start goes on
+                raise BackfillStopped("the server is stopping; the backfill goes on at its next start")
             state.jobs.progress(job, phase, done, total)
 
         return library.embed(progress=progress).as_dict()
