@@ -26,6 +26,7 @@ from ..providers.base import Embedder, Writer, WriteRequest
 from ..providers.registry import sentence_model
 from ..text import estimate_tokens, is_cjk
 from ..text.refs import forged_markers
+from ..text.tokens import text_script
 from .scorer import AnswerScorer, Passage, load_params
 
 # A unit follows the first one only if its probability is at least this share of the best one's.
@@ -47,6 +48,13 @@ class ExtractiveWriter(Writer):
         in_context = {ev.chunk_id for ev in request.context.evidence}
         units = [u for u in (request.units or self._score(request)) if u.chunk_id in in_context]
         readings = {k: v for k, v in request.readings.items() if k in in_context}
+        # Of passages in the question's script and in the other one, the reader's span opens from the
+        # former (a translation or an unrelated page in the other language never opens the answer);
+        # a question over notes in the other language only keeps them all.
+        script = text_script(request.question)
+        same = {ev.chunk_id for ev in request.context.evidence if text_script(ev.text) == script}
+        if same & readings.keys():
+            readings = {k: v for k, v in readings.items() if k in same}
         first = opener(units, readings)
         if first is None:
             taken = pick(units, request.max_sentences, request.question)

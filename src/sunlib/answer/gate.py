@@ -168,7 +168,6 @@ class ReaderSignal:
 
     readings: tuple[Reading, ...]
     reader: str
-    threshold: float = 0.5  # the reader's own: at or above it, it takes the passage to answer
 
     @property
     def best(self) -> int:

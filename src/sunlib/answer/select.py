@@ -92,13 +92,6 @@ class Selection:
         return {k.hit.chunk_id: x for k, x in zip(self.kept, r.readings, strict=True)} if r else {}
 
     @property
-    def answering(self) -> dict[str, Reading]:
-        """The readings of the kept chunks the reader takes to answer (at or above its threshold):
-        only such a passage's span may open an extractive answer."""
-        r = self.signals.reading
-        return {c: x for c, x in self.readings.items() if r is not None and x.probability >= r.threshold}
-
-    @property
     def reason(self) -> str | None:
         return self.decision.reason
 
@@ -220,7 +213,7 @@ def read_passages(reader: Reader, question: str, passages: Sequence[tuple[Sequen
         if end <= start:
             start = end = 0
         out.append(replace(reading, start=start, end=end, text=text[start:end]))
-    return ReaderSignal(tuple(out), reader.name, reader.threshold)
+    return ReaderSignal(tuple(out), reader.name)
 
 
 def select(

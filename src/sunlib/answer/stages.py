@@ -497,7 +497,7 @@ class WriteStage(Stage[WriteIn, Written]):
             note,
             self.settings.answer.max_sentences,
             inp.selection.units,
-            inp.selection.answering,
+            inp.selection.readings,
         )
         with tracer.step(Step.WRITE, f"{self.writer.name} with {len(context.evidence)} sources") as step:
             try:

@@ -33,7 +33,7 @@ class WriteRequest:
     confidence_note: str = ""
     max_sentences: int = 3
     units: tuple[ScoredUnit, ...] = ()  # the evidence's answer units, scored, best first
-    readings: Mapping[str, Reading] = field(default_factory=dict)  # the reader's, of the passages it takes to answer
+    readings: Mapping[str, Reading] = field(default_factory=dict)  # the reader's, by chunk id
 
 
 class Embedder(ABC):
