@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -11,11 +12,11 @@ import pytest
 from clients import Api, sunlib
 from sse import sse
 from sunlib import Library
-from sunlib.answer.stages import Round
+from sunlib.answer.details import RECORDS, SelectionDetails, SummaryDetails, read
 from sunlib.contracts import RunTrace, StepTrace, to_jsonable
 from sunlib.server.app import create_app
-from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step, describe
-from sunlib.trace import Tracer
+from sunlib.steps import ASK_STEPS, INFO, RETRIEVAL_STEPS, Step, describe
+from sunlib.trace import Tracer, as_details
 
 QUESTION = "How are nightly snapshots rotated and checked?"
 IN_ROUND = (*RETRIEVAL_STEPS, Step.RERANK, Step.SELECT)
@@ -77,33 +78,25 @@ def test_the_step_registry_is_served() -> None:
     assert {s["name"] for s in data["steps"]} == {str(s) for s in Step}
 
 
-def nest_round(lib: Library) -> None:
-    """Run the real pipeline's retrieval, reranking and selection as round 1 of ``lib``'s asker."""
-    asker = lib.asker
-    route, retrieve, rerank, select, *rest = asker.stages
-    asker.stages = (route, Round(1, (retrieve, rerank, select)), *rest)
-
-
 def _nested_library(vault: Path) -> Library:
-    """A library whose ask (and whose served app's ask) runs a round."""
-    lib = Library.open(
+    """A library whose ask (and whose served app's ask) takes the agentic loop: its retrieval,
+    reranking and selection run in rounds."""
+    return Library.open(
         vault,
         embedding={"provider": "hash"},
         answer={
+            "mode": "agentic",
             "gate_threshold": 0.0,
             "reader_threshold": 0.0,
             "gate_threshold_bm25": 0.0,
             "answerable_threshold": 0.0,
         },
     )
-    nest_round(lib)
-    return lib
 
 
 def test_a_round_nests_on_every_surface(hash_library: Library) -> None:
     with _nested_library(hash_library.vault) as lib:
         app = create_app(lib)
-        nest_round(app.state.sunlib.library)  # the served library (the server's engines) builds its own asker
         api = Api(app)
         assert api.get("/api/steps").json() == describe()
         events = sse(api.post("/api/ask/stream", json={"question": QUESTION}).text)
@@ -117,7 +110,11 @@ def test_a_round_nests_on_every_surface(hash_library: Library) -> None:
     inside = [s for s in steps if s.parent_id == round_.span_id]
     assert [s.name for s in inside] == list(IN_ROUND) and all(s.iteration == 1 for s in inside)
     top = [s.name for s in steps if s.parent_id is None]
-    assert top == [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.JUDGE, Step.WRITE, Step.VERIFY, Step.SUMMARY]
+    assert top == [Step.ROUTE, Step.AGENT, Step.SUMMARY]
+    (agent,) = [s for s in steps if s.name == Step.AGENT]
+    assert round_.parent_id == agent.span_id
+    loop = [s.name for s in steps if s.parent_id == agent.span_id]
+    assert loop == [Step.REWRITE, Step.PLAN, Step.RETRIEVAL_PLAN, Step.ROUND, Step.CONTEXT, Step.WRITE, Step.VERIFY]
     assert not finish["refused"], finish
 
     # the saved run: the round first, then what it holds
@@ -127,12 +124,61 @@ def test_a_round_nests_on_every_surface(hash_library: Library) -> None:
     names = [s.name for s in trace.steps]
     assert names.index(Step.ROUND) < names.index(Step.BM25)
 
-    # the CLI (`runs show` renders the saved trace): the round's steps are indented under it
+    # the CLI (`runs show` renders the saved trace): each level indented under its parent
     r = sunlib("runs", "show", finish["run_id"], "--vault", str(hash_library.vault), env=HASH)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert any(re.match(rf"^ \S+ {Step.ROUND}\b.*\(round 1\)", line) for line in lines), r.stdout
+    assert any(re.match(rf"^ {{5}}\S+ {Step.ROUND}  ", line) for line in lines), r.stdout
     for name in IN_ROUND:
-        assert any(re.match(rf"^ {{5}}\S+ {re.escape(name)}  ", line) for line in lines), (name, r.stdout)
-    for name in (Step.ROUTE, Step.CONTEXT, Step.SUMMARY):
+        assert any(re.match(rf"^ {{9}}\S+ {re.escape(name)}  ", line) for line in lines), (name, r.stdout)
+    for name in (Step.ROUTE, Step.AGENT, Step.SUMMARY):
         assert any(re.match(rf"^ \S+ {re.escape(name)}  ", line) for line in lines), (name, r.stdout)
+    assert any(re.match(rf"^ {{5}}\S+ {re.escape(Step.CONTEXT)}  ", line) for line in lines), r.stdout
+
+
+def _records_round_trip(trace: RunTrace) -> set[str]:
+    """Every step with a typed record reads back into it and writes out the same JSON."""
+    seen = set()
+    for step in trace.steps:
+        record = RECORDS.get(Step(step.name)) if step.name in set(Step) else None
+        if record is None or step.status == "skipped" or step.status == "error":
+            continue
+        typed = read(step, record)
+        assert as_details(typed) == json.loads(json.dumps(to_jsonable(step.details))), step.name
+        seen.add(step.name)
+    return seen
+
+
+def test_the_details_surfaces_read_are_typed_records(hash_library: Library) -> None:
+    with _nested_library(hash_library.vault) as lib:  # an open gate: every step runs
+        single = lib.ask(QUESTION, save=False, agentic=False)
+        looped = lib.ask(QUESTION, save=False)
+    refused = hash_library.ask(QUESTION, save=False)
+    assert refused.frame.refused and Step.SELECT in _records_round_trip(refused.trace)
+    assert not single.frame.refused
+    assert _records_round_trip(single.trace) == {
+        Step.ROUTE,
+        Step.RERANK,
+        Step.SELECT,
+        Step.CONTEXT,
+        Step.WRITE,
+        Step.VERIFY,
+        Step.SUMMARY,
+    }
+    assert {Step.AGENT, Step.ROUND} <= _records_round_trip(looped.trace)
+    select = next(s for s in single.trace.steps if s.name == Step.SELECT)
+    assert read(select, SelectionDetails).selected == tuple(select.details["selected"])
+
+
+def test_the_uis_lead_keys_are_fields_of_the_steps_records() -> None:
+    for step, record in RECORDS.items():
+        fields = {f.name: f for f in dataclasses.fields(record)}
+        if any(f.metadata.get("flat") for f in fields.values()):
+            continue  # a writer's own keys join the record's
+        assert set(INFO[step].lead_keys) <= set(fields), step
+
+
+def test_a_field_an_older_run_lacks_reads_as_none() -> None:
+    old = StepTrace("Run Summary", "ok", 1.0, "", "", {"total_ms": 3.0, "tokens_in": 5})
+    summary = read(old, SummaryDetails)
+    assert summary.total_ms == 3.0 and summary.tokens_in == 5 and summary.trace_saved is None

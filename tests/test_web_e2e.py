@@ -28,7 +28,6 @@ import uvicorn
 from clients import screenshot_dir
 from conftest import CHROMIUM
 from sunlib import Library
-from sunlib.answer.stages import Round
 from sunlib.server.app import WEB_DIR, create_app
 from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 from tests.harness.llm_server import ChatServer
@@ -45,13 +44,6 @@ SCREENSHOTS = screenshot_dir()
 STEPS = list(ASK_STEPS)  # the default run chain, from the registry
 CITED_Q = "What is the SUNLIB_HOME environment variable used for?"
 REFUSED_Q = "Which port does the sunlib web server listen on?"
-
-
-def nest_round(lib: Library) -> None:
-    """Run the real pipeline's retrieval, reranking and selection as round 1 of ``lib``'s asker."""
-    asker = lib.asker
-    route, retrieve, rerank, select, *rest = asker.stages
-    asker.stages = (route, Round(1, (retrieve, rerank, select)), *rest)
 
 
 @contextmanager
@@ -342,44 +334,49 @@ def test_note_html_and_script_render_as_text(injection_server: str, page: Any) -
 
 @pytest.fixture(scope="module")
 def nested_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The tiny vault, its retrieval, reranking and selection run as round 1 of the real pipeline."""
+    """The tiny vault asked through the agentic loop: its retrieval, reranking and selection run in rounds."""
     lib = Library.open(
-        tiny_vault(tmp_path_factory.mktemp("web_nested")), embedding={"provider": "hash"}, answer=OPEN_GATE
+        tiny_vault(tmp_path_factory.mktemp("web_nested")),
+        embedding={"provider": "hash"},
+        answer={**OPEN_GATE, "mode": "agentic"},
     )
     lib.index()
     try:
-        with serve(lib, nest_round) as url:
+        with serve(lib) as url:
             yield url
     finally:
         lib.close()
 
 
 def test_a_round_nests_in_the_run_chain(nested_server: str, page: Any) -> None:
-    top = [Step.ROUTE, Step.ROUND, Step.CONTEXT, Step.JUDGE, Step.WRITE, Step.VERIFY, Step.SUMMARY]
+    top = [Step.ROUTE, Step.AGENT, Step.SUMMARY]
+    loop = [Step.REWRITE, Step.PLAN, Step.RETRIEVAL_PLAN, Step.ROUND, Step.CONTEXT, Step.WRITE, Step.VERIFY]
     inside = [*RETRIEVAL_STEPS, Step.RERANK, Step.SELECT]
+    agent = f"#chain-steps > .step-card[data-step='{Step.AGENT}'] > ol.step-children > .step-card"
+    round_card = f"{agent}[data-step='{Step.ROUND}']"
 
-    def chain() -> tuple[list[str | None], list[str | None]]:
-        outer = page.locator("#chain-steps > .step-card")
-        inner = page.locator(f"#chain-steps > .step-card[data-step='{Step.ROUND}'] > ol.step-children > .step-card")
-        return (
-            [outer.nth(i).get_attribute("data-step") for i in range(outer.count())],
-            [inner.nth(i).get_attribute("data-step") for i in range(inner.count())],
+    def chain() -> tuple[list[str | None], list[str | None], list[str | None]]:
+        levels = (
+            page.locator("#chain-steps > .step-card"),
+            page.locator(agent),
+            page.locator(f"{round_card} > ol.step-children > .step-card"),
         )
+        return tuple([level.nth(i).get_attribute("data-step") for i in range(level.count())] for level in levels)  # type: ignore[return-value]
 
     question = "What does the marshmallow recipe need?"
     page.goto(nested_server + "/")
     assert ask(page, question) == "answered", page.inner_text("#answer")  # streamed: the round ends after its steps
-    assert chain() == (top, inside)
+    assert chain() == (top, loop, inside)
     assert page.locator("#chain-steps .step-card.pending").count() == 0
-    round_name = page.locator(f"#chain-steps > .step-card[data-step='{Step.ROUND}'] .step-name").first.text_content()
-    assert round_name == f"{Step.ROUND} 1"
-    assert page.text_content("#chain-count") == f"({len(top) + len(inside)} steps)"
+    round_out = page.locator(f"{round_card} .step-out").first.text_content() or ""
+    assert round_out.startswith("part 1 round 1: covered"), round_out
+    assert page.text_content("#chain-count") == f"({len(top) + len(loop) + len(inside)} steps)"
 
     page.reload()  # the saved run: the round comes before its steps
     page.click("#history > summary")
     page.locator("#run-list button", has_text=question).first.click()
     page.wait_for_selector("#answer.answered")
-    assert chain() == (top, inside)
+    assert chain() == (top, loop, inside)
 
 
 def test_index_status_and_rebuild(injection_server: str, page: Any) -> None:

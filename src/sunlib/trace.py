@@ -12,21 +12,80 @@ inherits its ``iteration`` unless given one. A multi-round run opens one
 inside it. ``RunTrace.steps`` lists the steps in the order they started, so a parent
 comes before its children; a single-shot ask has no nesting and iteration 0. A
 step's ``details`` are read-only once it has ended.
+
+Details are a typed record (``step.done(summary, record=RerankDetails(...))``) turned into
+plain JSON here (``as_details``), and read back into the record by ``read_details``; a step
+whose details no surface reads by key may pass them as keywords.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+import types
+import typing
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from .contracts import RunTrace, StepTrace
+from .contracts import RunTrace, StepTrace, to_jsonable
 
 Status = Literal["ok", "skipped", "error", "warning"]
 Listener = Callable[[StepTrace], None]
+R = TypeVar("R")
+
+FLAT: Mapping[str, bool] = {"flat": True}  # field metadata: the mapping's keys join the record's own
+OMIT: Mapping[str, bool] = {"omit_none": True}  # field metadata: no key when the value is None
+
+
+def as_details(record: Any) -> dict[str, Any]:
+    """A details record (a dataclass, nested ones included) as the JSON a step keeps."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if f.metadata.get("flat"):
+            out.update(to_jsonable(value))
+        elif value is not None or not f.metadata.get("omit_none"):
+            out[f.name] = _encode(value)
+    return out
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return as_details(value)
+    if isinstance(value, list | tuple):
+        return [_encode(v) for v in value]
+    return to_jsonable(value)
+
+
+def read_details(details: Mapping[str, Any], record: type[R]) -> R:
+    """``details`` (a step's JSON) as ``record``; a field whose key is missing reads as its default,
+    else None (a run saved before the field existed)."""
+    hints = typing.get_type_hints(record)
+    known = {f.name for f in dataclasses.fields(record) if not f.metadata.get("flat")}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        if f.metadata.get("flat"):
+            kwargs[f.name] = {k: v for k, v in details.items() if k not in known}
+        elif f.name in details:
+            kwargs[f.name] = _decode(details[f.name], hints[f.name])
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            kwargs[f.name] = None
+    return record(**kwargs)
+
+
+def _decode(value: Any, hint: Any) -> Any:
+    if value is None:
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _decode(value, next(a for a in args if a is not type(None)))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return read_details(value, hint)
+    if origin is tuple and args:
+        return tuple(_decode(v, args[0]) for v in value)
+    return value
 
 
 class StepRecorder:
@@ -41,11 +100,14 @@ class StepRecorder:
         self.details: dict[str, Any] = {}
         self.ended = False
 
-    def done(self, output_summary: str, status: Status = "ok", **details: Any) -> None:
+    def done(self, output_summary: str, status: Status = "ok", record: Any = None, **details: Any) -> None:
+        """``record``: the step's typed details (a dataclass, ``as_details``); keywords add to them."""
         if self.ended:
             raise RuntimeError(f"step {self.name!r} has ended; its record is read-only")
         self.output_summary = output_summary
         self.status = status
+        if record is not None:
+            self.details.update(as_details(record))
         self.details.update(details)
 
     def skip(self, reason: str, **details: Any) -> None:

@@ -49,7 +49,7 @@ from sunlib.answer.scorer import (
     with_derived,
 )
 from sunlib.answer.select import Selection
-from sunlib.answer.stages import Question, Reranked, SelectIn, Stage, run_stages
+from sunlib.answer.stages import Question, Reranked
 from sunlib.config import sunlib_home
 from sunlib.library import Library
 from sunlib.providers import sentence_model
@@ -129,17 +129,15 @@ def _record(lib: Library, case: dict[str, Any], featurizer_model: Any, removed: 
     asker = lib.asker
     q = Question(case["question"], language(case["question"]), None, tuple(lib.settings.search.principals))
     tracer = Tracer("train")
-    board: dict[str, Any] = {"question": q}
-    run_stages(asker.stages[1:3], board, tracer)  # retrieve, rerank
-    ranked = board["reranked"].ranked
+    shot = asker.single
+    retrieved = shot.retrieve.run(q, tracer)
+    ranked = shot.rerank.run(q, retrieved, tracer).ranked
     phrases = [_norm(p) for p in case["phrases"]]
     if removed:
         ranked = tuple(r for r in ranked if not any(p in _norm(r.hit.text) for p in phrases))
-    select_stage = asker.stages[3]
-    assert isinstance(select_stage, Stage)  # the select stage, not the agentic loop's Round
-    sel: Selection = select_stage.run(SelectIn(q, board["retrieved"], Reranked(ranked)), tracer)
+    sel: Selection = shot.select.run(q, retrieved, Reranked(ranked), tracer)
     passages = [Passage.of(r, i) for i, r in enumerate(sel.kept, 1)]
-    featurizer = UnitFeaturizer(q.text, board["retrieved"].weights, featurizer_model)
+    featurizer = UnitFeaturizer(q.text, retrieved.weights, featurizer_model)
     units = featurizer.units(passages)
     rows = featurizer.features(passages, units)
     labels = [bool(phrases) and any(p in _norm(u.full) for p in phrases) for _, u in units]
@@ -161,7 +159,7 @@ def _record(lib: Library, case: dict[str, Any], featurizer_model: Any, removed: 
             "quantity_missing": not sel.expectation_met,
             "cross_language": top_lang != q.lang,
             "kept": len(sel.kept),
-            "terms": len(board["retrieved"].weights.weights),
+            "terms": len(retrieved.weights.weights),
         },
     }
 

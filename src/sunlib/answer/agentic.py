@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
 
 from ..config import AnswerSettings
 from ..contracts import BuiltContext, Evidence, Hit
@@ -34,6 +34,7 @@ from ..steps import Step
 from ..trace import StepRecorder, Tracer
 from .citations import Verification, without_repeats
 from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
+from .details import AgentDetails, PartDetails, RoundDetails, Transition
 from .plan import PartPlan, Plan, narrowed
 from .planner import PlanStage
 from .relevance import term_weights
@@ -49,7 +50,7 @@ from .stages import (
     VerifyStage,
     WriteStage,
     Written,
-    run_stages,
+    traced,
 )
 
 # (state, event) -> the next state
@@ -86,14 +87,6 @@ class Caps:
     @classmethod
     def of(cls, s: AnswerSettings) -> Caps:
         return cls(s.agentic_rounds, s.agentic_parts, s.agentic_retrievals, s.agentic_seconds)
-
-
-@dataclass(frozen=True)
-class Transition:
-    state: str
-    event: str
-    next: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -234,17 +227,15 @@ class AgenticLoop:
             span.done(
                 _summary(outcome),
                 status="warning" if outcome.uncovered else "ok",
-                mode=why or None,
-                **_details(outcome, caps),
+                record=_details(outcome, caps, why or None),
             )
         return outcome
 
     def _plan(self, q: Question, analysis: Analysis, caps: Caps, run: _Run) -> tuple[Rewrites, Plan]:
         """analyze -> rewrite -> decompose -> plan, each recorded as a step and a transition."""
         run.move("analyze", "analyzed", f"{analysis.kind} ({analysis.rule}), language {analysis.lang}")
-        board: dict[str, Any] = {"question": q}
-        run_stages((self.rewrite,), board, run.tracer)
-        rewrites: Rewrites = board["rewrites"]
+        tracer = run.tracer
+        rewrites = traced(self.rewrite, tracer, partial(self.rewrite.run, q, tracer))
         said = f"follow-up {rewrites.follow_up.said!r} made standalone; " if rewrites.follow_up else ""
         forms = len(rewrites.queries())
         run.move("rewrite", "rewritten", f"{said}{forms} form(s) of the question ({rewrites.variant_note})")
@@ -262,9 +253,7 @@ class AgenticLoop:
                 sub_questions=[p.text for p in split.parts],
                 dropped_by_cap=split.dropped,
             )
-        board["decomposition"] = split
-        run_stages((self.planner,), board, run.tracer)
-        plan: Plan = board["plan"]
+        plan = traced(self.planner, tracer, partial(self.planner.run, q, rewrites, split, tracer))
         if plan.fallback is not None:
             run.move("plan", "rules_fallback", f"the rules' plan: {plan.fallback}")
         else:
@@ -326,17 +315,15 @@ class AgenticLoop:
         with run.tracer.step(
             Step.ROUND, f"part {part.index}, round {n}: {query[:80]!r}", iteration=run.iteration
         ) as span:
-            board: dict[str, Any] = {"question": dataclasses.replace(part_q, text=query)}
-            run_stages((self._retriever(plan.k),), board, run.tracer)
-            found: Retrieved = board["retrieved"]
+            tracer, retriever, asked = run.tracer, self._retriever(plan.k), dataclasses.replace(part_q, text=query)
+            found = traced(retriever, tracer, partial(retriever.run, asked, tracer))
             kept, widened = narrowed(found.hits, plan.scope)
             seen = {h.chunk_id for h in earlier}
             hits = earlier + tuple(h for h in kept if h.chunk_id not in seen)
             run.hits += len(found.hits)
             joined = Retrieved(hits, term_weights(self.retrieve.store, part.text, q.principals))
-            board = {"question": part_q, "retrieved": joined}
-            run_stages((self.rerank, self.select), board, run.tracer)
-            sel: Selection = board["selection"]
+            reranked = traced(self.rerank, tracer, partial(self.rerank.run, part_q, joined, tracer))
+            sel = traced(self.select, tracer, partial(self.select.run, part_q, joined, reranked, tracer))
             scoped = f" ({len(kept)} in scope)" if plan.scope.narrows() and widened is None else ""
             run.move("retrieve", "retrieved", f"part {part.index}: {len(found.hits)} hits{scoped} for {query!r}")
             _round_done(span, part, query, n, run.iteration, len(found.hits), sel, widened)
@@ -354,9 +341,8 @@ class AgenticLoop:
         else:
             context, written = self._synthesize(covered, run)
             if written is not None and written.draft is not None:
-                board: dict[str, Any] = {"context": context, "written": written}
-                run_stages((self.verify,), board, run.tracer)
-                checked = board["verification"]
+                draft, tracer = written.draft, run.tracer
+                checked = traced(self.verify, tracer, partial(self.verify.run, context, draft, tracer))
             if len(covered) < len(results):
                 run.move("verify", "partial", f"{len(results) - len(covered)} part(s) not covered")
                 run.move("fallback", "explained", "answered the covered parts; the others are named")
@@ -389,13 +375,12 @@ class AgenticLoop:
         for result in covered:
             assert result.selection is not None
             part_q = Question(result.part.text, run.q.lang, run.q.filters, run.q.principals, run.q.on_token)
-            board: dict[str, Any] = {"question": part_q, "selection": result.selection, "retrieved": None}
-            board["retrieved"] = Retrieved((), term_weights(self.retrieve.store, result.part.text, run.q.principals))
-            run_stages((self.context, self.write), board, run.tracer)
-            ctx: BuiltContext = board["context"]
+            sel, tracer = result.selection, run.tracer
+            weights = term_weights(self.retrieve.store, result.part.text, run.q.principals)
+            ctx = traced(self.context, tracer, partial(self.context.run, sel, tracer))
             for e in ctx.evidence:
                 evidence.setdefault(e.chunk_id, e)
-            drafts.append(board["written"])
+            drafts.append(traced(self.write, tracer, partial(self.write.run, part_q, weights, sel, ctx, tracer)))
             texts.append(ctx.text)
             fences.append(ctx.fence)
         union = tuple(dataclasses.replace(e, source=i) for i, e in enumerate(evidence.values(), 1))
@@ -446,16 +431,18 @@ def _round_done(
     span.done(
         f"part {part.index} round {n}: " + ("covered" if sel.passed else f"gap: {sel.reason}"),
         status="ok" if sel.passed else "warning",
-        iteration=it,
-        question=part.text,
-        sub_question=part.index,
-        part_round=n,
-        query=query,
-        hits=found,
-        verdict="covered" if sel.passed else "gap",
-        missing_terms=list(sel.missing_terms[:10]),
-        missing_names=list(sel.missing_names),
-        scope_note=widened,
+        record=RoundDetails(
+            iteration=it,
+            question=part.text,
+            sub_question=part.index,
+            part_round=n,
+            query=query,
+            hits=found,
+            verdict="covered" if sel.passed else "gap",
+            missing_terms=tuple(sel.missing_terms[:10]),
+            missing_names=tuple(sel.missing_names),
+            scope_note=widened,
+        ),
     )
 
 
@@ -464,24 +451,16 @@ def _summary(o: AgenticOutcome) -> str:
     return f"{len(o.covered)} of {len(o.parts)} part(s) covered in {o.retrievals} retrieval(s){stop}"
 
 
-def _details(o: AgenticOutcome, caps: Caps) -> dict[str, Any]:
-    return {
-        "kind": o.analysis.kind,
-        "rule": o.decomposition.rule,
-        "sub_questions": [
-            {
-                "index": p.part.index,
-                "text": p.part.text,
-                "queries": list(p.queries),
-                "covered": p.covered,
-                "reason": p.reason,
-            }
-            for p in o.parts
-        ],
-        "transitions": [dataclasses.asdict(t) for t in o.transitions],
-        "stopped_by": o.stopped_by,
-        "caps_hit": list(o.caps_hit),
-        "planner": o.plan.planner if o.plan is not None else "rules",
-        "caps": dataclasses.asdict(caps),
-        "retrievals": o.retrievals,
-    }
+def _details(o: AgenticOutcome, caps: Caps, mode: str | None) -> AgentDetails:
+    return AgentDetails(
+        mode=mode,
+        kind=o.analysis.kind,
+        rule=o.decomposition.rule,
+        sub_questions=tuple(PartDetails(p.part.index, p.part.text, p.queries, p.covered, p.reason) for p in o.parts),
+        transitions=o.transitions,
+        stopped_by=o.stopped_by,
+        caps_hit=o.caps_hit,
+        planner=o.plan.planner if o.plan is not None else "rules",
+        caps=dataclasses.asdict(caps),
+        retrievals=o.retrievals,
+    )

@@ -38,6 +38,7 @@ from ..steps import Step
 from ..text import estimate_tokens
 from ..trace import Tracer
 from .context import render_source
+from .details import JudgeDetails
 from .refusals import refusal
 from .stages import Question, Stage
 
@@ -219,12 +220,6 @@ def create_judge(settings: Settings, writer: Writer) -> tuple[AnswerabilityJudge
 
 
 @dataclass(frozen=True)
-class JudgeIn:
-    question: Question
-    context: BuiltContext
-
-
-@dataclass(frozen=True)
 class Judged:
     """The judge's verdict, or None when the judge is off (or there was nothing to judge)."""
 
@@ -239,43 +234,40 @@ class Judged:
         return refusal("llm_unanswerable", reason=self.verdict.reason, model=self.verdict.model)
 
 
-class JudgeStage(Stage[JudgeIn, Judged]):
+class JudgeStage(Stage[Judged]):
     """Between the context and the writer: a "no" halts the run with an ``llm_unanswerable`` refusal."""
 
-    inputs = JudgeIn
-    output = "judged"
     steps = (Step.JUDGE,)
 
     def __init__(self, judge: AnswerabilityJudge | None, off_reason: str = "judge off") -> None:
         self.judge = judge
         self.off_reason = off_reason
 
-    def run(self, inp: JudgeIn, tracer: Tracer) -> Judged:
-        q, context = inp.question, inp.context
+    def run(self, q: Question, context: BuiltContext, tracer: Tracer) -> Judged:
         if self.judge is None or not context.evidence:
             return Judged()
         with tracer.step(Step.JUDGE, f"{self.judge.model} on {len(context.evidence)} sources") as step:
             v = self.judge.judge(q.text, q.lang, context)
-            details: dict[str, Any] = {
-                "answerable": v.answerable,
-                "reason": v.reason,
-                "model": v.model,
-                "latency_ms": v.latency_ms,
-                "failure": v.failure,
-                "raw": v.raw,
-                "tokens_in": v.tokens_in,
-                "tokens_out": v.tokens_out,
-                "lang": v.lang,
-                "sources": list(v.sources),
-            }
+            record = JudgeDetails(
+                v.answerable,
+                v.reason,
+                v.model,
+                v.latency_ms,
+                v.failure,
+                v.raw,
+                v.tokens_in,
+                v.tokens_out,
+                v.lang,
+                tuple(v.sources),
+            )
             if v.answerable is None:
                 message = f"answerability judge: {v.failure}; the run goes on without its verdict"
-                step.done(f"no verdict ({v.failure})", status="warning", **details)
+                step.done(f"no verdict ({v.failure})", status="warning", record=record)
                 tracer.warn(message)
             elif v.answerable:
-                step.done("answerable" + (f": {v.reason}" if v.reason else ""), **details)
+                step.done("answerable" + (f": {v.reason}" if v.reason else ""), record=record)
             else:
-                step.done("not answerable" + (f": {v.reason}" if v.reason else ""), status="warning", **details)
+                step.done("not answerable" + (f": {v.reason}" if v.reason else ""), status="warning", record=record)
         return Judged(v)
 
     def unrecorded(self, step: Step) -> str:

@@ -4,19 +4,20 @@
     -> Selection/Refusal -> Context Builder (with neighbour expansion)
     -> Answerability Judge (an LLM, when on) -> Writer -> Citation Verifier -> Run Summary
 
-``Asker`` runs a list of stages (``answer.stages``) through one Tracer, so the CLI's
-``--explain``, the server's SSE events and the web UI's run chain all show the same
-records, then composes the answer frame from the stages' typed outputs and saves the
-run. Retrieval applies the asking principals' ACL inside the store, so nothing in the
-frame or the trace comes from a note they cannot see. ``Asker`` depends on settings,
-a retrieval callable, the store and its providers; ``sunlib.library.build_asker`` wires
-them for a ``Library``.
+``Asker`` runs the stages (``answer.stages``) in straight-line, type-checked code through
+one Tracer (``SingleShot.run``), so the CLI's ``--explain``, the server's SSE events and the
+web UI's run chain all show the same records, then composes the answer frame from the
+stages' typed outputs (``Outcome``) and saves the run. Retrieval applies the asking
+principals' ACL inside the store, so nothing in the frame or the trace comes from a note
+they cannot see. ``Asker`` depends on settings, a retrieval callable, the store and its
+providers; ``sunlib.library.build_asker`` wires them for a ``Library``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..config import Settings
@@ -45,6 +46,7 @@ from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
 from .citations import Verification, source_cards
 from .conversation import follow_up
 from .decompose import Analysis, analyze
+from .details import SummaryDetails
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage
 from .planner import create_planner_model
@@ -53,26 +55,78 @@ from .result import AskResult
 from .router import Router, direct_reply, language
 from .select import Selection, Vectors
 from .stages import (
+    Chain,
     ContextStage,
     Question,
     RerankStage,
     Retrieve,
     Retrieved,
     RetrieveStage,
-    Round,
     RouteStage,
     SelectStage,
     Stage,
     VerifyStage,
     WriteStage,
     Written,
-    run_stages,
+    traced,
 )
 
 REFUSAL_TEXT = {
     "en": "I can't answer this from your notes: {reason}.",
     "zh": "无法根据你的笔记回答这个问题：{reason}。",
 }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the single-shot stages returned; a stage after a halt did not run (None)."""
+
+    route: RouteDecision
+    retrieved: Retrieved | None = None
+    selection: Selection | None = None
+    context: BuiltContext | None = None
+    judged: Judged = field(default_factory=Judged)
+    written: Written | None = None
+    verification: Verification | None = None
+
+
+@dataclass(frozen=True)
+class SingleShot:
+    """The single-shot path: route, retrieve, rerank, select, context, judge, write, verify."""
+
+    route: RouteStage
+    retrieve: RetrieveStage
+    rerank: RerankStage
+    select: SelectStage
+    context: ContextStage
+    judge: JudgeStage
+    write: WriteStage
+    verify: VerifyStage
+
+    def run(self, q: Question, tracer: Tracer) -> Outcome:
+        chain = Chain(tracer, self.in_order())
+        route = chain.run(self.route, lambda: self.route.run(q, tracer))
+        if chain.halted:
+            return Outcome(route)
+        retrieved = chain.run(self.retrieve, lambda: self.retrieve.run(q, tracer))
+        reranked = chain.run(self.rerank, lambda: self.rerank.run(q, retrieved, tracer))
+        sel = chain.run(self.select, lambda: self.select.run(q, retrieved, reranked, tracer))
+        if chain.halted:
+            return Outcome(route, retrieved, sel)
+        context = chain.run(self.context, lambda: self.context.run(sel, tracer))
+        judged = chain.run(self.judge, lambda: self.judge.run(q, context, tracer))
+        if chain.halted:
+            return Outcome(route, retrieved, sel, context, judged)
+        written = chain.run(self.write, lambda: self.write.run(q, retrieved.weights, sel, context, tracer))
+        if chain.halted or written.draft is None:
+            return Outcome(route, retrieved, sel, context, judged, written)
+        draft = written.draft
+        checked = chain.run(self.verify, lambda: self.verify.run(context, draft, tracer))
+        return Outcome(route, retrieved, sel, context, judged, written, checked)
+
+    def in_order(self) -> tuple[Stage[Any], ...]:
+        """The stages in the order they run (the fields' order)."""
+        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 class Asker:
@@ -100,39 +154,26 @@ class Asker:
         self.reranker = reranker
         self.router = router
         self.judge = judge
-        route_stage, retrieve_stage, rerank_stage = (
+        profile = profile_for(settings.embedding.provider)
+        self.single = one = SingleShot(
             RouteStage(router),
             RetrieveStage(settings, retrieve, store),
             RerankStage(reranker),
-        )
-        select_stage = SelectStage(
-            settings, store, profile_for(settings.embedding.provider), space_name, sentence_model, reader, vectors
-        )
-        context_stage, write_stage, verify_stage = (
+            SelectStage(settings, store, profile, space_name, sentence_model, reader, vectors),
             ContextStage(settings, store),
+            JudgeStage(judge, judge_off),
             WriteStage(settings, writer),
             VerifyStage(settings, writer, reader),
         )
-        self.stages: tuple[Stage[Any, Any] | Round, ...] = (
-            route_stage,
-            retrieve_stage,
-            rerank_stage,
-            select_stage,
-            context_stage,
-            JudgeStage(judge, judge_off),
-            write_stage,
-            verify_stage,
-        )
         # the agentic loop reuses the same stage objects (answer/agentic.py)
-        self.route_stage = route_stage
         self.loop = AgenticLoop(
             settings.answer,
-            retrieve_stage,
-            rerank_stage,
-            select_stage,
-            context_stage,
-            write_stage,
-            verify_stage,
+            one.retrieve,
+            one.rerank,
+            one.select,
+            one.context,
+            one.write,
+            one.verify,
             create_planner_model(settings, writer),
         )
 
@@ -172,16 +213,9 @@ class Asker:
                 why = mode_reason(mode, analysis)
                 return self._ask_agentic(q, analysis, tracer, started, who, save, why, owner=owner)
             tracer.skipped(Step.AGENT, mode_reason(mode, analysis))  # auto: the trace says why not
-        board: dict[str, Any] = {"question": q}
-        run_stages(self.stages, board, tracer)
-        route: RouteDecision = board["route"]
-        retrieved: Retrieved | None = board.get("retrieved")
-        selection: Selection | None = board.get("selection")
-        context: BuiltContext | None = board.get("context")
-        judged: Judged = board.get("judged") or Judged()
-        written: Written | None = board.get("written")
-        verification: Verification | None = board.get("verification")
-        frame = self._frame(q, route, selection, context, written, verification, judged)
+        o = self.single.run(q, tracer)
+        route, selection, written, judged = o.route, o.selection, o.written, o.judged
+        frame = self._frame(q, o)
         draft = written.draft if written is not None else None
         verdict = judged.verdict
         tokens = (draft.tokens_in, draft.tokens_out) if draft is not None else (0, 0)
@@ -193,11 +227,11 @@ class Asker:
             who,
             started,
             save,
-            retrieved=len(retrieved.hits) if retrieved is not None else 0,
+            retrieved=len(o.retrieved.hits) if o.retrieved is not None else 0,
             tokens=tokens,
             owner=owner,
         )
-        return AskResult(frame, trace, route, selection, verification)
+        return AskResult(frame, trace, route, selection, o.verification)
 
     def _ask_agentic(
         self,
@@ -211,9 +245,7 @@ class Asker:
         *,
         owner: str,
     ) -> AskResult:
-        board: dict[str, Any] = {"question": q}
-        run_stages((self.route_stage,), board, tracer)
-        route: RouteDecision = board["route"]
+        route = traced(self.single.route, tracer, lambda: self.single.route.run(q, tracer))
         outcome: AgenticOutcome | None = None
         if route.route == "direct":
             frame = AnswerFrame(q.text, direct_reply(q.text), (), (), False, None, 1.0, "direct")
@@ -270,17 +302,9 @@ class Asker:
 
     # -- the answer frame -------------------------------------------------------------------
 
-    def _frame(
-        self,
-        q: Question,
-        route: RouteDecision,
-        sel: Selection | None,
-        context: BuiltContext | None,
-        written: Written | None,
-        checked: Verification | None,
-        judged: Judged,
-    ) -> AnswerFrame:
-        if route.route == "direct" or sel is None:
+    def _frame(self, q: Question, o: Outcome) -> AnswerFrame:
+        sel, context, written, checked, judged = o.selection, o.context, o.written, o.verification, o.judged
+        if o.route.route == "direct" or sel is None:
             return AnswerFrame(q.text, direct_reply(q.text), (), (), False, None, 1.0, "direct")
         if not sel.passed:
             return _refusal(q, sel.decision.refusals, sel)
@@ -325,16 +349,18 @@ class Asker:
                 ("refused: " + (frame.refusal_reason or ""))
                 if frame.refused
                 else f"answered with {len(frame.citations)} citations",
-                total_ms=round((time.perf_counter() - tracer.started) * 1000.0, 1),
-                tokens_in=tokens[0],
-                tokens_out=tokens[1],
-                retrieved=retrieved,
-                selected=len(frame.evidence),
-                citations=len(frame.citations),
-                unsupported=frame.unsupported,
-                refused=frame.refused,
-                confidence=frame.confidence,
-                trace_saved=tracer.run_id if keep else None,
+                record=SummaryDetails(
+                    total_ms=round((time.perf_counter() - tracer.started) * 1000.0, 1),
+                    tokens_in=tokens[0],
+                    tokens_out=tokens[1],
+                    retrieved=retrieved,
+                    selected=len(frame.evidence),
+                    citations=len(frame.citations),
+                    unsupported=frame.unsupported,
+                    refused=frame.refused,
+                    confidence=frame.confidence,
+                    trace_saved=tracer.run_id if keep else None,
+                ),
             )
         trace = tracer.finish()
         if keep:

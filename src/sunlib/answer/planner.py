@@ -96,9 +96,7 @@ class PlanIn:
     decomposition: Decomposition
 
 
-class PlanStage(Stage[PlanIn, Plan]):
-    inputs = PlanIn
-    output = "plan"
+class PlanStage(Stage[Plan]):
     steps = (Step.RETRIEVAL_PLAN,)
 
     def __init__(self, settings: Settings, store: Store, chat: ChatModel | None) -> None:
@@ -106,8 +104,8 @@ class PlanStage(Stage[PlanIn, Plan]):
         self.store = store
         self.chat = chat
 
-    def run(self, inp: PlanIn, tracer: Tracer) -> Plan:
-        q = inp.question
+    def run(self, q: Question, rewrites: Rewrites, decomposition: Decomposition, tracer: Tracer) -> Plan:
+        inp = PlanIn(q, rewrites, decomposition)
         with tracer.step(Step.RETRIEVAL_PLAN, f"{len(inp.decomposition.parts)} sub-question(s)") as step:
             scope = infer_scope(q.text, self.store, q.principals, q.filters)
             rules = rule_plan(self.settings, inp.decomposition, inp.rewrites, scope, q.filters)

@@ -31,7 +31,7 @@ from ..text.terms import CATEGORY_WORDS, CJK_FRAME, DEGREE_WORDS, QUESTION_WORDS
 from ..text.tokens import CJK_RUN as CJK_RUN
 from ..text.tokens import STOPWORDS, has_cjk
 from ..trace import Tracer
-from .stages import AskIn, Stage
+from .stages import Question, Stage
 
 # CJK characters that only glue a question together: dropped at the edges of a run
 _CJK_GLUE = "的了吗呢吧啊呀么是在有和与或也都就还要会能请问我你"
@@ -126,11 +126,9 @@ def other_language(text: str) -> str | None:
     return " ".join(dict.fromkeys([*keep, *words]))[:500]
 
 
-class RewriteStage(Stage[AskIn, Rewrites]):
+class RewriteStage(Stage[Rewrites]):
     """``Question -> Rewrites`` (step "Query Rewrite")."""
 
-    inputs = AskIn
-    output = "rewrites"
     steps = (Step.REWRITE,)
 
     def __init__(self, store: Store, min_share: float | None) -> None:
@@ -139,8 +137,7 @@ class RewriteStage(Stage[AskIn, Rewrites]):
         self.store = store
         self.min_share = min_share
 
-    def run(self, inp: AskIn, tracer: Tracer) -> Rewrites:
-        q = inp.question
+    def run(self, q: Question, tracer: Tracer) -> Rewrites:
 
         def other_script(text: str) -> bool:
             if self.min_share is None:

@@ -1,4 +1,4 @@
-"""The stages of the ask pipeline, each an object with a typed input and a typed output.
+"""The stages of the ask pipeline, each an object whose ``run`` takes typed arguments and returns a typed record.
 
     RouteStage     Question                                  -> RouteDecision
     RetrieveStage  Question                                  -> Retrieved      (BM25, Dense, Fusion steps)
@@ -9,18 +9,18 @@
     WriteStage     Question, Retrieved, Selection, BuiltContext -> Written
     VerifyStage    BuiltContext, Written                     -> Verification
 
-A stage is built once (from settings and its providers) and run once per question.
-Its input is a frozen dataclass whose field names are the ``output`` names of earlier
-stages; ``Asker`` fills it from what those stages returned (``run_stages``). A stage
-records the trace steps it names in ``steps``; a step it leaves unrecorded is marked
-skipped by the runner with ``unrecorded(step)`` as the reason, and when ``halt(out)``
-returns a reason, the runner marks every later stage's steps skipped with it.
+A stage is built once (from settings and its providers) and run once per question. The
+single-shot path (``answer.pipeline``) and the agentic loop call ``run`` in straight-line code,
+each call through a ``Chain``: a stage records the trace steps it names in ``steps``; a step it
+leaves unrecorded is marked skipped with ``unrecorded(step)`` as the reason, and when
+``halt(out)`` returns a reason, every later stage's steps are marked skipped with it. The
+details each step records are typed records (``answer.details``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ..config import Settings
@@ -45,13 +45,29 @@ from ..text import TermWeights
 from ..trace import Tracer
 from .citations import Verification, verify
 from .context import Budget, build_context
+from .details import (
+    AnswerabilityDetails,
+    ContextDetails,
+    ContextSource,
+    Expansion,
+    PassageReading,
+    ReaderDetails,
+    RerankDetails,
+    RerankedEntry,
+    RouteDetails,
+    ScoreStats,
+    SelectionDetails,
+    TranslationDrop,
+    VerifyDetails,
+    WriteDetails,
+    WriteFailed,
+)
 from .gate import GateProfile, build_gate
 from .relevance import term_weights
 from .router import Router
 from .scorer import AnswerScorer, load_params
 from .select import Selection, Vectors, evidence_from, expand, select
 
-In = TypeVar("In")
 Out = TypeVar("Out")
 
 CONFIDENCE_NOTES = {
@@ -115,13 +131,10 @@ class Written:
 # -- the stage interface --------------------------------------------------------------------
 
 
-class Stage(Generic[In, Out]):
-    inputs: ClassVar[type[Any]]  # a frozen dataclass: its field names are earlier outputs
-    output: ClassVar[str]  # the name later stages read this stage's output by
-    steps: ClassVar[tuple[Step, ...]]  # the trace steps this stage records
+class Stage(Generic[Out]):
+    """A stage's ``run`` takes its inputs as typed arguments (and the tracer) and returns ``Out``."""
 
-    def run(self, inp: In, tracer: Tracer) -> Out:
-        raise NotImplementedError
+    steps: ClassVar[tuple[Step, ...]]  # the trace steps this stage records
 
     def halt(self, out: Out) -> str | None:
         """A reason to stop the run after this stage (later stages are marked skipped with it)."""
@@ -132,86 +145,62 @@ class Stage(Generic[In, Out]):
         return "did not run"
 
 
-@dataclass(frozen=True)
-class Round:
-    """One round of a multi-round run: its stages run inside one ``Step.ROUND`` span (iteration n),
-    so their steps nest under it. A single-shot ask has no rounds."""
+class Chain:
+    """The trace bookkeeping of stages run one after another in straight-line code.
 
-    iteration: int
-    stages: tuple[Stage[Any, Any] | Round, ...]
+    ``chain.run(stage, lambda: stage.run(...))`` runs one stage: the steps it names but did not
+    record are marked skipped (``stage.unrecorded``); when ``stage.halt(out)`` gives a reason,
+    ``halted`` holds it and the steps of every stage after it in ``order`` are marked skipped
+    with it, so the caller only returns."""
 
-    @property
-    def steps(self) -> tuple[Step, ...]:
-        return (Step.ROUND, *(step for stage in self.stages for step in stage.steps))
+    def __init__(self, tracer: Tracer, order: Sequence[Stage[Any]] = ()) -> None:
+        self.tracer = tracer
+        self.order = tuple(order)
+        self.halted: str | None = None
 
-
-def run_stages(stages: Sequence[Stage[Any, Any] | Round], board: dict[str, Any], tracer: Tracer) -> str | None:
-    """Run ``stages`` in order; ``board`` holds the run's input under ``question`` and gets each
-    output under the stage's ``output`` name. Returns the reason the run halted, if it did."""
-    halted: str | None = None
-    for stage in stages:
-        if halted is not None:
-            for step in stage.steps:
-                tracer.skipped(step, halted)
-        elif isinstance(stage, Round):
-            halted = _run_round(stage, board, tracer)
-        else:
-            inp = stage.inputs(**{f.name: board[f.name] for f in fields(stage.inputs)})
-            mark = tracer.mark()
-            out = stage.run(inp, tracer)
-            board[stage.output] = out
-            recorded = {s.name for s in tracer.since(mark)}
-            for step in stage.steps:
-                if step not in recorded:
-                    tracer.skipped(step, stage.unrecorded(step))
-            halted = stage.halt(out)
-    return halted
+    def run(self, stage: Stage[Out], call: Callable[[], Out]) -> Out:
+        if self.halted is not None:
+            raise RuntimeError(f"the run halted ({self.halted}); no stage runs after that")
+        mark = self.tracer.mark()
+        out = call()
+        recorded = {s.name for s in self.tracer.since(mark)}
+        for step in stage.steps:
+            if step not in recorded:
+                self.tracer.skipped(step, stage.unrecorded(step))
+        reason = stage.halt(out)
+        if reason is not None:
+            self.halted = reason
+            later = self.order[self.order.index(stage) + 1 :] if stage in self.order else ()
+            for rest in later:
+                for step in rest.steps:
+                    self.tracer.skipped(step, reason)
+        return out
 
 
-def _run_round(round_: Round, board: dict[str, Any], tracer: Tracer) -> str | None:
-    question: Question = board["question"]
-    with tracer.step(Step.ROUND, f"{question.text[:80]!r}", iteration=round_.iteration) as span:
-        halted = run_stages(round_.stages, board, tracer)
-        span.done(
-            f"round {round_.iteration}" + (f" stopped: {halted}" if halted else ""),
-            iteration=round_.iteration,
-            question=question.text,
-        )
-    return halted
+def traced(stage: Stage[Out], tracer: Tracer, call: Callable[[], Out]) -> Out:
+    """One stage run on its own (the agentic loop's states): its unrecorded steps marked skipped."""
+    return Chain(tracer).run(stage, call)
 
 
 # -- the stages -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class AskIn:
-    question: Question
-
-
-class RouteStage(Stage[AskIn, RouteDecision]):
-    inputs = AskIn
-    output = "route"
+class RouteStage(Stage[RouteDecision]):
     steps = (Step.ROUTE,)
 
     def __init__(self, router: Router) -> None:
         self.router = router
 
-    def run(self, inp: AskIn, tracer: Tracer) -> RouteDecision:
-        question = inp.question.text
-        with tracer.step(Step.ROUTE, f"{question[:80]!r}") as step:
-            decision = self.router.decide(question)
+    def run(self, q: Question, tracer: Tracer) -> RouteDecision:
+        with tracer.step(Step.ROUTE, f"{q.text[:80]!r}") as step:
+            decision = self.router.decide(q.text)
             fallback = decision.fallback
-            rewrite = inp.question.follow_up
             step.done(
                 f"{decision.route}: {decision.reason}",
                 status="warning" if fallback else "ok",
-                route=decision.route,
-                reason=decision.reason,
-                confidence=decision.confidence,
-                router=decision.router,
-                fallback=fallback,
-                # only a follow-up adds this key: a single question's trace is unchanged
-                **({"follow_up": to_jsonable(rewrite)} if rewrite is not None else {}),
+                record=RouteDetails(
+                    decision.route, decision.reason, decision.confidence, decision.router, fallback, q.follow_up
+                ),
             )
             if fallback:
                 tracer.warn(fallback)
@@ -221,9 +210,7 @@ class RouteStage(Stage[AskIn, RouteDecision]):
         return "direct route: nothing to look up" if out.route == "direct" else None
 
 
-class RetrieveStage(Stage[AskIn, Retrieved]):
-    inputs = AskIn
-    output = "retrieved"
+class RetrieveStage(Stage[Retrieved]):
     steps = RETRIEVAL_STEPS
 
     def __init__(self, settings: Settings, retrieve: Retrieve, store: Store) -> None:
@@ -231,8 +218,7 @@ class RetrieveStage(Stage[AskIn, Retrieved]):
         self.retrieve = retrieve
         self.store = store
 
-    def run(self, inp: AskIn, tracer: Tracer) -> Retrieved:
-        q = inp.question
+    def run(self, q: Question, tracer: Tracer) -> Retrieved:
         limit = self.settings.answer.candidates
         result = self.retrieve(q.text, filters=q.filters, principals=q.principals, limit=limit, tracer=tracer)
         return Retrieved(result.hits, term_weights(self.store, q.text, q.principals))
@@ -241,59 +227,34 @@ class RetrieveStage(Stage[AskIn, Retrieved]):
         return "only one route ran" if step == Step.FUSION else "not used in this mode"
 
 
-@dataclass(frozen=True)
-class RerankIn:
-    question: Question
-    retrieved: Retrieved
-
-
-class RerankStage(Stage[RerankIn, Reranked]):
-    inputs = RerankIn
-    output = "reranked"
+class RerankStage(Stage[Reranked]):
     steps = (Step.RERANK,)
 
     def __init__(self, reranker: Reranker | None) -> None:
         self.reranker = reranker
 
-    def run(self, inp: RerankIn, tracer: Tracer) -> Reranked:
-        hits, weights = inp.retrieved.hits, inp.retrieved.weights
+    def run(self, q: Question, retrieved: Retrieved, tracer: Tracer) -> Reranked:
+        hits, weights = retrieved.hits, retrieved.weights
         name = self.reranker.name if self.reranker else "none"
         with tracer.step(Step.RERANK, f"{len(hits)} candidates, {name}") as step:
             if self.reranker is None:
                 top = max((h.score for h in hits), default=1.0) or 1.0
                 ranked = [Ranked(h, h.score / top, {}) for h in hits]
             else:
-                ranked = self.reranker.rerank(inp.question.text, hits, weights)
+                ranked = self.reranker.rerank(q.text, hits, weights)
             before = {h.chunk_id: i for i, h in enumerate(hits, 1)}
+            entries = tuple(
+                RerankedEntry(r.hit.chunk_id, r.hit.path, before[r.hit.chunk_id], i, round(r.score, 4), r.details)
+                for i, r in enumerate(ranked[:10], 1)
+            )
             step.done(
                 f"{len(ranked)} reranked" + (f", top {ranked[0].hit.path}" if ranked else ""),
-                reranker=name,
-                query_terms={t: round(w, 3) for t, w in weights.names().items()},
-                top=[
-                    {
-                        "chunk_id": r.hit.chunk_id,
-                        "path": r.hit.path,
-                        "fused_rank": before[r.hit.chunk_id],
-                        "rank": i,
-                        "score": round(r.score, 4),
-                        **r.details,
-                    }
-                    for i, r in enumerate(ranked[:10], 1)
-                ],
+                record=RerankDetails(name, {t: round(w, 3) for t, w in weights.names().items()}, entries),
             )
         return Reranked(tuple(ranked))
 
 
-@dataclass(frozen=True)
-class SelectIn:
-    question: Question
-    retrieved: Retrieved
-    reranked: Reranked
-
-
-class SelectStage(Stage[SelectIn, Selection]):
-    inputs = SelectIn
-    output = "selection"
+class SelectStage(Stage[Selection]):
     steps = (Step.SELECT,)
 
     def __init__(
@@ -316,28 +277,20 @@ class SelectStage(Stage[SelectIn, Selection]):
         params = load_params()
         self.scorer = AnswerScorer(params, sentence_model) if params is not None else None
 
-    def run(self, inp: SelectIn, tracer: Tracer) -> Selection:
+    def run(self, q: Question, retrieved: Retrieved, reranked: Reranked, tracer: Tracer) -> Selection:
         s = self.settings.answer
-        q = inp.question
         # a dense gate is per embedding space; without a dense score the lexical gate decides
         space = self.space_name() if self.settings.search.mode != "bm25" else None
         reader = self.reader()
         gate = build_gate(s, self.profile, self.store, space, q.lang, reader.threshold if reader else None)
-        ranked = inp.reranked.ranked
+        ranked = reranked.ranked
         with tracer.step(Step.SELECT, f"{len(ranked)} candidates, min score {s.min_score}") as step:
-            sel = select(
-                q.text, ranked, inp.retrieved.weights, gate, s, self.sentence_model, self.scorer, reader, self.vectors
-            )
+            weights = retrieved.weights
+            sel = select(q.text, ranked, weights, gate, s, self.sentence_model, self.scorer, reader, self.vectors)
             step.done(
                 (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
                 status="ok" if sel.passed else "warning",
-                **_selection_details(sel),
-                # which tier answered: the gate reads the main space's cosine only; evidence that only
-                # the fast tier scored (its main vector still pending) is named
-                gate_space=space if sel.top_cosine is not None else None,
-                fast_tier_only=[
-                    r.hit.chunk_id for r in sel.kept if "dense-fast" in r.hit.routes and r.hit.routes["dense-fast"].rank
-                ],
+                record=selection_details(sel, space),
             )
         return sel
 
@@ -345,88 +298,72 @@ class SelectStage(Stage[SelectIn, Selection]):
         return None if out.passed else "refused by the gate"
 
 
-def _selection_details(sel: Selection) -> dict[str, Any]:
-    return {
-        "selected": [r.hit.chunk_id for r in sel.kept],
-        "dropped_below_min_score": sel.dropped_low,
-        "dropped_duplicates": sel.dropped_dupes,
-        "dropped_translations": [{"dropped": a, "kept": b} for a, b in sel.translations],
-        "top_cosine": None if sel.top_cosine is None else round(sel.top_cosine, 4),
-        "coverage": round(sel.coverage, 4),
-        "sentence_cosine": None if sel.sentence_cosine is None else round(sel.sentence_cosine, 4),
-        "missing_terms": list(sel.missing_terms[:10]),
-        "gate_score": round(sel.gate_score, 4),
-        "threshold": round(sel.threshold, 4),
-        "cosine_weight": sel.gate.cosine_weight if sel.top_cosine is not None else 0.0,
-        "sentence_weight": sel.gate.sentence_weight,
-        "gate_source": sel.gate.source,
-        "passed": sel.passed,
-        "missing_names": list(sel.missing_names),
-        "expects": sel.expects.describe() if sel.expects else None,
-        "expectation_met": sel.expectation_met,
-        "checks_passed": sel.checks_passed,
-        "confidence": round(sel.confidence, 4),
-        "confidence_level": sel.level,
-        "reason": sel.reason,
-        "refusals": [r.code for r in sel.decision.refusals],
-        "answerability": _answerability(sel),
-        "reader": _reading(sel),
-        "top_units": [u.explain() for u in sel.units[:5]],
-    }
+def selection_details(sel: Selection, space: str | None) -> SelectionDetails:
+    """``space``: the embedding space whose cosine the gate may read (None in BM25 mode)."""
+    return SelectionDetails(
+        selected=tuple(r.hit.chunk_id for r in sel.kept),
+        dropped_below_min_score=sel.dropped_low,
+        dropped_duplicates=sel.dropped_dupes,
+        dropped_translations=tuple(TranslationDrop(a, b) for a, b in sel.translations),
+        top_cosine=None if sel.top_cosine is None else round(sel.top_cosine, 4),
+        coverage=round(sel.coverage, 4),
+        sentence_cosine=None if sel.sentence_cosine is None else round(sel.sentence_cosine, 4),
+        missing_terms=tuple(sel.missing_terms[:10]),
+        gate_score=round(sel.gate_score, 4),
+        threshold=round(sel.threshold, 4),
+        cosine_weight=sel.gate.cosine_weight if sel.top_cosine is not None else 0.0,
+        sentence_weight=sel.gate.sentence_weight,
+        gate_source=sel.gate.source,
+        passed=sel.passed,
+        missing_names=tuple(sel.missing_names),
+        expects=sel.expects.describe() if sel.expects else None,
+        expectation_met=sel.expectation_met,
+        checks_passed=sel.checks_passed,
+        confidence=round(sel.confidence, 4),
+        confidence_level=sel.level,
+        reason=sel.reason,
+        refusals=tuple(r.code for r in sel.decision.refusals),
+        answerability=_answerability(sel),
+        reader=_reading(sel),
+        top_units=tuple(u.explain() for u in sel.units[:5]),
+        # which tier answered: the gate reads the main space's cosine only; evidence that only
+        # the fast tier scored (its main vector still pending) is named
+        gate_space=space if sel.top_cosine is not None else None,
+        fast_tier_only=tuple(
+            r.hit.chunk_id for r in sel.kept if "dense-fast" in r.hit.routes and r.hit.routes["dense-fast"].rank
+        ),
+    )
 
 
-def _reading(sel: Selection) -> dict[str, Any] | None:
-    """The reader's probability and span for each kept passage, as the trace and the UI show them."""
+def _reading(sel: Selection) -> ReaderDetails | None:
     r = sel.signals.reading
     if r is None:
         return None
-    return {
-        "reader": r.reader,
-        "probability": round(r.probability, 4),
-        "passages": [
-            {
-                "chunk_id": k.hit.chunk_id,
-                "path": k.hit.path,
-                "probability": round(x.probability, 4),
-                "span": x.text,
-                "start": x.start,
-                "end": x.end,
-            }
-            for k, x in zip(sel.kept, r.readings, strict=True)
-        ],
-    }
+    passages = tuple(
+        PassageReading(k.hit.chunk_id, k.hit.path, round(x.probability, 4), x.text, x.start, x.end)
+        for k, x in zip(sel.kept, r.readings, strict=True)
+    )
+    return ReaderDetails(r.reader, round(r.probability, 4), passages)
 
 
-def _answerability(sel: Selection) -> dict[str, Any] | None:
+def _answerability(sel: Selection) -> AnswerabilityDetails | None:
     a = sel.signals.answerability
     if a is None:
         return None
-    return {
-        "probability": round(a.probability, 4),
-        "threshold": a.threshold,
-        "features": {k: round(v, 4) for k, v in a.features.items()},
-    }
+    return AnswerabilityDetails(round(a.probability, 4), a.threshold, {k: round(v, 4) for k, v in a.features.items()})
 
 
-@dataclass(frozen=True)
-class ContextIn:
-    selection: Selection
-
-
-class ContextStage(Stage[ContextIn, BuiltContext]):
+class ContextStage(Stage[BuiltContext]):
     """Neighbour expansion of strong seeds, then the budgeted, fenced context (one step)."""
 
-    inputs = ContextIn
-    output = "context"
     steps = (Step.CONTEXT,)
 
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
 
-    def run(self, inp: ContextIn, tracer: Tracer) -> BuiltContext:
+    def run(self, sel: Selection, tracer: Tracer) -> BuiltContext:
         s = self.settings.answer
-        sel = inp.selection
         with tracer.step(Step.CONTEXT, f"{len(sel.kept)} selected chunks") as step:
             neighbours = expand(self.store, sel.kept, s)
             candidates: list[Evidence] = [evidence_from(r, r.score) for r in sel.kept]
@@ -434,87 +371,66 @@ class ContextStage(Stage[ContextIn, BuiltContext]):
             report = build_context(candidates, Budget(s.context_soft_tokens, s.context_max_tokens, s.expand_threshold))
             ctx = report.context
             scores = [e.score for e in ctx.evidence]
+            stats = (
+                ScoreStats(round(max(scores), 4), round(min(scores), 4), round(sum(scores) / len(scores), 4))
+                if scores
+                else ScoreStats(None, None, None)
+            )
             step.done(
                 f"{len(ctx.evidence)} sources, ~{ctx.token_estimate} tokens, {len(ctx.text)} characters",
-                sources=[
-                    {
-                        "source": e.source,
-                        "chunk_id": e.chunk_id,
-                        "path": e.path,
-                        "section": " > ".join(e.heading_path),
-                        "score": round(e.score, 4),
-                        "expanded_from": e.expanded_from,
-                    }
-                    for e in ctx.evidence
-                ],
-                expanded=[
-                    {
-                        "chunk_id": row.chunk_id,
-                        "expanded_from": seed.hit.chunk_id,
-                        "expanded_from_score": round(seed.score, 4),
-                    }
-                    for row, seed in neighbours
-                ],
-                token_estimate=ctx.token_estimate,
-                chars=len(ctx.text),
-                soft_limit=s.context_soft_tokens,
-                hard_limit=s.context_max_tokens,
-                dropped_by_budget=list(report.dropped),
-                groups=report.groups,
-                score_stats={
-                    "max": round(max(scores), 4) if scores else None,
-                    "min": round(min(scores), 4) if scores else None,
-                    "mean": round(sum(scores) / len(scores), 4) if scores else None,
-                },
+                record=ContextDetails(
+                    sources=tuple(
+                        ContextSource(
+                            e.source, e.chunk_id, e.path, " > ".join(e.heading_path), round(e.score, 4), e.expanded_from
+                        )
+                        for e in ctx.evidence
+                    ),
+                    expanded=tuple(
+                        Expansion(row.chunk_id, seed.hit.chunk_id, round(seed.score, 4)) for row, seed in neighbours
+                    ),
+                    token_estimate=ctx.token_estimate,
+                    chars=len(ctx.text),
+                    soft_limit=s.context_soft_tokens,
+                    hard_limit=s.context_max_tokens,
+                    dropped_by_budget=tuple(report.dropped),
+                    groups=report.groups,
+                    score_stats=stats,
+                ),
             )
         return ctx
 
 
-@dataclass(frozen=True)
-class WriteIn:
-    question: Question
-    retrieved: Retrieved
-    selection: Selection
-    context: BuiltContext
-
-
-class WriteStage(Stage[WriteIn, Written]):
-    inputs = WriteIn
-    output = "written"
+class WriteStage(Stage[Written]):
     steps = (Step.WRITE,)
 
     def __init__(self, settings: Settings, writer: Writer) -> None:
         self.settings = settings
         self.writer = writer
 
-    def run(self, inp: WriteIn, tracer: Tracer) -> Written:
-        q, context = inp.question, inp.context
-        note = CONFIDENCE_NOTES.get((inp.selection.level, q.lang), "")
+    def run(self, q: Question, weights: TermWeights, sel: Selection, context: BuiltContext, tracer: Tracer) -> Written:
+        """``weights``: the question's terms, IDF-weighted over the chunks the asker may see."""
+        note = CONFIDENCE_NOTES.get((sel.level, q.lang), "")
         request = WriteRequest(
-            q.text,
-            context,
-            inp.retrieved.weights,
-            note,
-            self.settings.answer.max_sentences,
-            inp.selection.units,
-            inp.selection.readings,
+            q.text, context, weights, note, self.settings.answer.max_sentences, sel.units, sel.readings
         )
         with tracer.step(Step.WRITE, f"{self.writer.name} with {len(context.evidence)} sources") as step:
             try:
                 draft = self.writer.write(request, q.on_token)
             except ProviderError as exc:
-                step.done(f"failed: {exc}", status="error", writer=self.writer.name, model=self.writer.model)
+                step.done(f"failed: {exc}", status="error", record=WriteFailed(self.writer.name, self.writer.model))
                 return Written(None, str(exc), note)
             step.done(
                 f"{len(draft.text)} characters" + (f", {draft.tokens_out} tokens" if draft.tokens_out else ""),
-                writer=self.writer.name,
-                model=draft.model,
-                tokens_in=draft.tokens_in,
-                tokens_out=draft.tokens_out,
-                streamed=draft.streamed,
-                confidence_note=note or None,
-                draft=draft.text,
-                **draft.details,
+                record=WriteDetails(
+                    self.writer.name,
+                    draft.model,
+                    draft.tokens_in,
+                    draft.tokens_out,
+                    draft.streamed,
+                    note or None,
+                    draft.text,
+                    draft.details,
+                ),
             )
         return Written(draft, None, note)
 
@@ -523,34 +439,24 @@ class WriteStage(Stage[WriteIn, Written]):
         return "the writer failed" if out.draft is None else None
 
 
-@dataclass(frozen=True)
-class VerifyIn:
-    context: BuiltContext
-    written: Written
-
-
-class VerifyStage(Stage[VerifyIn, Verification]):
-    inputs = VerifyIn
-    output = "verification"
+class VerifyStage(Stage[Verification]):
     steps = (Step.VERIFY,)
 
     def __init__(self, settings: Settings, writer: Writer, reader: Callable[[], Reader | None] = lambda: None) -> None:
         self.drop = settings.answer.unsupported == "drop"
         # an LLM's sentences are checked by the reader too; the extractive writer quotes, and its
-        # quotes are checked term by term as before
+        # quotes are checked term by term
         self.reader = reader if writer.is_llm else (lambda: None)
         self.support_threshold = settings.answer.support_threshold
         self.enforce = settings.answer.reader_support
 
-    def run(self, inp: VerifyIn, tracer: Tracer) -> Verification:
-        draft = inp.written.draft
-        assert draft is not None  # a failed write halts the run before this stage
+    def run(self, context: BuiltContext, draft: Draft, tracer: Tracer) -> Verification:
         with tracer.step(Step.VERIFY, f"{len(draft.text)} characters") as step:
-            echo = any(f in draft.text for f in inp.context.fence.split("\n") if f)  # the prompt's fence lines
+            echo = any(f in draft.text for f in context.fence.split("\n") if f)  # the prompt's fence lines
             reader = self.reader()
             checked = verify(
                 draft.text,
-                inp.context.evidence,
+                context.evidence,
                 attribute=not echo,
                 drop=self.drop,
                 support=reader.support if reader is not None else None,
@@ -563,10 +469,12 @@ class VerifyStage(Stage[VerifyIn, Verification]):
                 + f", {len(checked.citations)} citations"
                 + (f", {len(checked.rejected_refs)} refs rejected" if checked.rejected_refs else ""),
                 status="warning" if checked.unsupported or checked.rejected_refs else "ok",
-                sentences=[to_jsonable(s) for s in checked.sentences],
-                rejected_refs=list(checked.rejected_refs),
-                dropped=checked.dropped,
-                reader=reader.name if reader is not None else None,
-                forged_markers=list(checked.forged),
+                record=VerifyDetails(
+                    tuple(to_jsonable(s) for s in checked.sentences),
+                    tuple(checked.rejected_refs),
+                    checked.dropped,
+                    reader.name if reader is not None else None,
+                    tuple(checked.forged),
+                ),
             )
         return checked

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
+from ..answer.details import RoundDetails, SelectionDetails, read
 from ..contracts import RunTrace
 from ..errors import DatasetError
 from ..steps import Step
@@ -84,8 +85,9 @@ def evidence_ids(trace: RunTrace, k: int = EVIDENCE_K) -> list[str]:
         if s.name != Step.SELECT or s.status == "skipped":
             continue
         r = rounds.get(s.parent_id or "")
-        key = json.dumps(r.details.get("sub_question", r.iteration)) if r is not None else "single"
-        per_part[key] = [str(c) for c in s.details.get("selected", [])]
+        part = read(r, RoundDetails).sub_question if r is not None else None
+        key = "single" if r is None else json.dumps(r.iteration if part is None else part)
+        per_part[key] = [str(c) for c in read(s, SelectionDetails).selected or ()]
     out: list[str] = []
     for row in zip_longest(*per_part.values()):
         for chunk_id in row:

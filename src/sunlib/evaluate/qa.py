@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..answer.details import ContextDetails, JudgeDetails, RerankDetails, SelectionDetails, read
 from ..contracts import RunTrace, Turn
 from ..errors import DatasetError
 from ..library import Library
@@ -474,7 +475,7 @@ def run_case(
         "sentence_cosine": _round(sel.sentence_cosine) if sel is not None else None,
         "checks_passed": sel.checks_passed if sel is not None else True,
         "refusals": [r.code for r in frame.refusals],
-        "judge": None if judge is None else judge.details.get("answerable"),  # None: not asked, or no verdict
+        "judge": None if judge is None else read(judge, JudgeDetails).answerable,  # None: not asked, or no verdict
         "judged": judge is not None,
         "latency_ms": round(latency, 1),
         "run_id": result.run_id,
@@ -496,19 +497,26 @@ def retrieval_figures(trace: RunTrace) -> dict[str, Any]:
     and characters, and the gate's signals (score, threshold, whether it passed)."""
     last = {s.name: s for s in trace.steps if s.status != "skipped"}
     rerank, context, select = last.get(Step.RERANK), last.get(Step.CONTEXT), last.get(Step.SELECT)
+    sel = read(select, SelectionDetails) if select is not None else None
     gate = (
         {
-            k: select.details.get(k)
-            for k in ("gate_score", "threshold", "passed", "gate_source", "confidence", "missing_terms")
+            "gate_score": sel.gate_score,
+            "threshold": sel.threshold,
+            "passed": sel.passed,
+            "gate_source": sel.gate_source,
+            "confidence": sel.confidence,
+            "missing_terms": None if sel.missing_terms is None else list(sel.missing_terms),
         }
-        if select is not None
+        if sel is not None
         else None
     )
+    ranked = read(rerank, RerankDetails).top if rerank is not None else ()
+    built = read(context, ContextDetails) if context is not None else None
     return {
-        "rerank_scores": [t["score"] for t in rerank.details.get("top", [])] if rerank is not None else [],
-        "context_chunks": len(context.details.get("sources", [])) if context is not None else 0,
-        "context_chars": int(context.details.get("chars", 0)) if context is not None else 0,
-        "context_tokens": int(context.details.get("token_estimate", 0)) if context is not None else 0,
+        "rerank_scores": [t.score for t in ranked or ()],
+        "context_chunks": len(built.sources or ()) if built is not None else 0,
+        "context_chars": int(built.chars or 0) if built is not None else 0,
+        "context_tokens": int(built.token_estimate or 0) if built is not None else 0,
         "gate": gate,
     }
 

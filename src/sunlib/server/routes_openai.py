@@ -34,6 +34,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..answer.details import RouteDetails, SummaryDetails, read
 from ..answer.result import AskResult
 from ..contracts import Turn
 from ..errors import SunlibError, UserError
@@ -41,7 +42,7 @@ from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
 from ..text.refs import REF
 from ..text.tokens import estimate_tokens
-from ..trace import Listener
+from ..trace import Listener, as_details
 from .auth import owner_for, principals_for
 from .errors import ApiError, log, status_of
 from .openai_schemas import (
@@ -171,7 +172,7 @@ def sunlib_out(result: AskResult, order: dict[str, int], usage: str) -> SunlibOu
     frame = result.frame
     cited = {c.chunk_id for c in frame.citations}
     route = next((s for s in result.trace.steps if s.name == Step.ROUTE), None)
-    rewrite = route.details.get("follow_up") if route is not None else None
+    rewrite = read(route, RouteDetails).follow_up if route is not None else None
     return SunlibOut(
         run_id=result.run_id,
         route=frame.route,
@@ -182,7 +183,7 @@ def sunlib_out(result: AskResult, order: dict[str, int], usage: str) -> SunlibOu
         confidence=frame.confidence,
         confidence_level=frame.confidence_level,
         question=frame.question,
-        follow_up=FollowUpOut(**rewrite) if rewrite else None,
+        follow_up=FollowUpOut(**as_details(rewrite)) if rewrite else None,
         unverified_markers=sorted(n for chunk_id, n in order.items() if chunk_id not in cited),
         dropped=[s.text for s in frame.sentences if s.dropped],
         usage=usage,
@@ -194,8 +195,8 @@ def usage_of(result: AskResult, prompt: Sequence[str], content: str) -> tuple[Us
     the judge's call included); otherwise ``estimate_tokens`` over the request's messages and
     over the answer ("estimated": the extractive writer sends no prompt to any model)."""
     summary = next((s for s in result.trace.steps if s.name == Step.SUMMARY), None)
-    details = summary.details if summary is not None else {}
-    tokens_in, tokens_out = int(details.get("tokens_in") or 0), int(details.get("tokens_out") or 0)
+    totals = read(summary, SummaryDetails) if summary is not None else None
+    tokens_in, tokens_out = (totals.tokens_in or 0, totals.tokens_out or 0) if totals is not None else (0, 0)
     if tokens_in:
         return Usage(prompt_tokens=tokens_in, completion_tokens=tokens_out, total_tokens=tokens_in + tokens_out), (
             "reported"

@@ -14,11 +14,12 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from sse_starlette.sse import EventSourceResponse
 
+from ..answer.details import ContextDetails, read
 from ..answer.result import AskResult
 from ..contracts import StepTrace, to_jsonable
 from ..errors import SunlibError
 from ..steps import Step, describe
-from ..trace import Listener
+from ..trace import Listener, as_details
 from .auth import is_admin, owner_for, principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
 from .schemas import AskBody, AskOut, SearchBody, SearchOut, StepsOut
@@ -140,16 +141,16 @@ def api_events(kind: str, data: Any, admin: bool) -> list[tuple[str, Any]]:
     if kind == "step":
         out: list[tuple[str, Any]] = [("step", step_event(data, admin))]
         if data.name == Step.CONTEXT and data.status == "ok":
-            d = data.details
+            c = read(data, ContextDetails)
             out.append(
                 (
                     "context_built",
                     {
-                        "chunks": [s["chunk_id"] for s in d.get("sources", [])],
-                        "sources": d.get("sources", []),
-                        "chars": d.get("chars"),
-                        "token_estimate": d.get("token_estimate"),
-                        "score_stats": d.get("score_stats"),
+                        "chunks": [s.chunk_id for s in c.sources],
+                        "sources": [as_details(s) for s in c.sources],
+                        "chars": c.chars,
+                        "token_estimate": c.token_estimate,
+                        "score_stats": as_details(c.score_stats),
                     },
                 )
             )
