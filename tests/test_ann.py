@@ -20,7 +20,7 @@ from clients import sunlib
 from sunlib.config import ServerSettings, load_settings
 from sunlib.server.policy import server_dense_engine
 from sunlib.store import Space, SqliteStore, UsearchVectors, VectorItem, Visibility
-from sunlib.store.ann import GRAPHS
+from sunlib.store.usearch import GRAPHS
 from sunlib.sync.indexing import sync_text
 
 NOTES, FEW = 1000, 10

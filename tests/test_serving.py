@@ -22,7 +22,7 @@ from sunlib.server import create_app
 from sunlib.server.errors import ApiError
 from sunlib.server.jobs import Job, Jobs
 from sunlib.steps import Step
-from sunlib.store.memory import NumpyVectors
+from sunlib.store.numpy_vectors import NumpyVectors
 from tests.harness.llm_server import ChatServer
 
 QUESTION = "How are nightly snapshots rotated and checked?"

@@ -13,9 +13,9 @@ from sunlib.contracts import SearchFilters
 from sunlib.errors import StoreBusy, StoreCorrupt
 from sunlib.store import SqliteStore, Visibility, connect, versions
 from sunlib.store.db import visible_sql
-from sunlib.store.lexical import bm25_sql
+from sunlib.store.fts5 import bm25_sql
 from sunlib.store.migrations import SCHEMA_VERSION
-from sunlib.store.vectors import knn_sql
+from sunlib.store.sqlite_vec import knn_sql
 
 
 def plan(lib: Library, sql: str, params: list[object]) -> list[str]:

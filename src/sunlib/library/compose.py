@@ -42,7 +42,7 @@ def open_store(
     """The one place that opens the index for a Library (a connection of its own).
 
     Connections with the numpy engine share one in-memory matrix per index, space and
-    write generation (``store.memory.SHARED``) instead of loading a copy each. With
+    write generation (``store.numpy_vectors.SHARED``) instead of loading a copy each. With
     ``[store] backend = "qdrant"`` the SQLite file holds the notes and chunks and Qdrant
     the lexical and vector indexes (``store.qdrant``); with ``replica = true`` too, there is no
     SQLite file: a read-only replica answers from the Qdrant collections alone."""

@@ -1,4 +1,4 @@
-"""The ANN engine's files: one space's HNSW graph, saved beside the SQLite file (store/derived.py).
+"""The usearch engine's files: one space's HNSW graph, saved beside the SQLite file (store/derived.py).
 
 One space's graph lives in the index folder, in a directory named after the SQLite file
 (``sunlib.ann/`` beside ``sunlib.db``), as three files::

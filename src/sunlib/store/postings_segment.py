@@ -1,4 +1,5 @@
-"""An inverted index over row positions in numpy arrays, and its construction (store/postings.py's data).
+"""sunlib's own inverted index over row positions in numpy arrays, and its construction: the data
+of the postings LexicalIndex (store/postings.py).
 
 A ``Segment`` is CSR by term: a vocabulary sorted by UTF-8 bytes (looked up by binary search,
 so opening a saved one reads nothing but what a query touches), ``offsets`` into ``docs`` (row

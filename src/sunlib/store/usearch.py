@@ -1,7 +1,7 @@
 """The usearch VectorIndex: an HNSW graph per space beside the SQLite file, ACL inside the search.
 
 SQLite's vectors (the sqlite-vec tables) stay the source of truth and take every write; this
-engine answers ``knn`` from a graph derived from them (store/ann_files.py keeps it on disk).
+engine answers ``knn`` from a graph derived from them (store/usearch_files.py keeps it on disk).
 Each graph remembers, per key (the chunk rowid), the write generation its vector was stored at
 (``vector_stamps.written``), and the store's generation it was caught up to. When the store's
 generation moves, the graph is caught up by difference: vectors whose (rowid, written) it lacks
@@ -45,12 +45,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import ConfigError
-from .ann_files import FORMAT, AnnFiles, AnnStamp, ann_folder
 from .db import Db, batches, chunk_ids_of
 from .derived import Registry
-from .memory import Delegating
+from .numpy_vectors import Delegating
 from .protocols import DocumentStore, Reconciled, Space, Visibility
-from .vectors import SqliteVectors
+from .sqlite_vec import SqliteVectors
+from .usearch_files import FORMAT, AnnFiles, AnnStamp, ann_folder
 
 # HNSW parameters (Malkov & Yashunin 2018). M=16 links per node and ef_construction=128 are the
 # usual balance of build time and recall for 384-d text embeddings. ef at query time is what moves
