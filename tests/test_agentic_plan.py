@@ -1,4 +1,4 @@
-"""The agentic loop's rewrite and plan states (answer/rewrite.py, answer/plan.py, answer/planner.py)
+"""The agentic loop's rewrite and plan states (answer/rewrite.py, answer/plan_rules.py, answer/plan_stage.py)
 on the hash-indexed sample vault: the question's forms, a follow-up made standalone, filters
 inferred from the question (and only those the asker can see), a chat model's JSON plan from a
 real local server (good, invalid, failing), and the multi-document evaluation (``--mode both``)."""
@@ -14,8 +14,8 @@ import pytest
 from clients import sunlib
 from sunlib import Library
 from sunlib.answer.agentic import TRANSITIONS
-from sunlib.answer.plan import infer_scope
-from sunlib.answer.planner import PLAN_BILINGUAL, PLAN_MARK, parse_plan
+from sunlib.answer.plan_rules import infer_scope
+from sunlib.answer.plan_stage import PLAN_BILINGUAL, PLAN_MARK, parse_plan
 from sunlib.answer.result import AskResult
 from sunlib.answer.rewrite import keyword_form, other_language
 from sunlib.contracts import SearchFilters, StepTrace, Turn

@@ -34,8 +34,8 @@ from ..steps import Step
 from ..trace import StepRecorder, Tracer
 from .citations import Verification, without_repeats
 from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
-from .plan import PartPlan, Plan, narrowed
-from .planner import PlanStage
+from .plan_rules import PartPlan, Plan, narrowed
+from .plan_stage import PlanStage
 from .relevance import term_weights
 from .rewrite import Rewrites, RewriteStage
 from .select import Selection

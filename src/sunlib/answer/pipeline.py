@@ -47,7 +47,7 @@ from .conversation import follow_up
 from .decompose import Analysis, analyze
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage
-from .planner import create_planner_model
+from .plan_stage import create_planner_model
 from .refusals import joined, localized, refusal
 from .result import AskResult
 from .router import Router, direct_reply, language

@@ -1,4 +1,4 @@
-"""The plan stage: the rules' plan (``answer.plan``), or a chat model's JSON plan validated first.
+"""The plan stage: the rules' plan (``answer.plan_rules``), or a chat model's JSON plan validated first.
 
     PlanStage   Question, Rewrites, Decomposition -> Plan      (step "Retrieval Plan")
 
@@ -27,7 +27,7 @@ from ..steps import Step
 from ..store import Store
 from ..trace import StepRecorder, Tracer
 from .decompose import Decomposition, SubQuestion
-from .plan import PartPlan, Plan, Scope, infer_scope, merged, part_queries, routes_for, rule_plan, scope_from
+from .plan_rules import PartPlan, Plan, Scope, infer_scope, merged, part_queries, routes_for, rule_plan, scope_from
 from .rewrite import Rewrites
 from .stages import Question, Stage
 

@@ -1,6 +1,5 @@
-"""The ``plan`` state of the agentic loop: for each sub-question, its queries, routes, k and filters.
-
-    PlanStage   Question, Rewrites, Decomposition -> Plan
+"""The rules' plan for the agentic loop, and the plan records: per sub-question, its queries, routes, k
+and filters (``Plan``, ``PartPlan``, ``Scope``). The plan stage (``answer.plan_stage``) returns them.
 
 Rules (offline, always available):
 
@@ -21,9 +20,9 @@ Rules (offline, always available):
   chunks in the other script; **k**: ``[answer] candidates``, doubled when hits are narrowed after
   retrieval (so enough remain).
 
-With a chat model (``[answer] planner``: ``llm``, or ``auto`` with an LLM writer), the model is
-asked for a JSON plan (``answer.llm_plan``); a plan that fails, is not JSON or does not validate
-falls back to these rules, and the step says why.
+With a chat model (``[answer] planner``: ``llm``, or ``auto`` with an LLM writer), the plan stage
+asks the model for a JSON plan (``answer.plan_stage``); a plan that fails, is not JSON or does not
+validate falls back to these rules, and the step says why.
 """
 
 from __future__ import annotations
