@@ -1,4 +1,5 @@
-"""What a Library builds, and what the libraries derived from one another share.
+"""What the libraries derived from one another share (``Shared``), and the one place that opens
+the index (``open_store``).
 
 ``Library`` is the composition root: it builds the store connections, the embedders,
 the ask pipeline and the rescoring embedder from its frozen settings, each once.
