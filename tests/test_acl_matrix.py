@@ -44,7 +44,7 @@ from sse import sse
 from sunlib import Library
 from sunlib.contracts import to_jsonable
 from sunlib.server import create_app
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 # read at import: the autouse fixture in conftest.py removes SUNLIB_* variables per test
 REPORT_PATH = os.environ.get("SUNLIB_ACL_REPORT")

@@ -18,8 +18,8 @@ from sunlib.answer.decompose import analyze, decompose
 from sunlib.answer.result import AskResult
 from sunlib.contracts import StepTrace, to_jsonable
 from sunlib.server import create_app
-from sunlib.steps import ASK_STEPS, Step
 from sunlib.text.terms import names
+from sunlib.trace.steps import ASK_STEPS, Step
 
 OPEN = {"gate_threshold": 0.0, "reader_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}
 COMPARISON = "How does the fixed-window chunker differ from the e5 embedding model?"

@@ -20,7 +20,7 @@ from sunlib.answer.result import AskResult
 from sunlib.answer.rewrite import keyword_form, other_language
 from sunlib.contracts import SearchFilters, StepTrace, Turn
 from sunlib.evaluate import evaluate_rag, load_qa
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 from tests.harness.llm_server import ChatServer, system_message
 
 OPEN = {"gate_threshold": 0.0, "reader_threshold": 0.0, "gate_threshold_bm25": 0.0, "answerable_threshold": 0.0}

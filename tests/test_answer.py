@@ -14,9 +14,9 @@ from sunlib.answer.context import Budget, build_context
 from sunlib.answer.router import RuleRouter, language
 from sunlib.contracts import Evidence
 from sunlib.ingest.ids import sha256_hex, utf16_slice
-from sunlib.steps import ASK_STEPS, Step
 from sunlib.text import TermWeights
 from sunlib.text.refs import REF
+from sunlib.trace.steps import ASK_STEPS, Step
 
 STEPS = list(ASK_STEPS)  # the default run chain, from the registry
 

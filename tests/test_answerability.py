@@ -23,9 +23,9 @@ from sunlib.providers import sentence_model
 from sunlib.providers.base import WriteRequest
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, MemoEmbedder
-from sunlib.steps import Step
 from sunlib.text import TermWeights
 from sunlib.text.terms import content_terms, fold, names, token_set
+from sunlib.trace.steps import Step
 
 USE = sentence_model(Settings())  # the bundled sentence model, loaded once
 

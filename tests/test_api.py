@@ -27,7 +27,7 @@ from sse import sse
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
 from sunlib.server import create_app
-from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
+from sunlib.trace.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 from tests.harness.llm_server import ChatServer
 
 SAMPLE_QA = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "qa" / "sample_vault.jsonl"

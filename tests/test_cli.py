@@ -17,7 +17,7 @@ import pytest
 
 from clients import sunlib, sunlib_process
 from conftest import index_of
-from sunlib.steps import RETRIEVAL_STEPS
+from sunlib.trace.steps import RETRIEVAL_STEPS
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from sse import sse
 from sunlib import Library
 from sunlib.errors import NotFound, UserError
 from sunlib.server import create_app
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 from tests.harness.llm_server import ChatServer, sources, user_message
 
 FIRST = "What is the SUNLIB_HOME environment variable used for?"

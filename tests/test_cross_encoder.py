@@ -24,8 +24,8 @@ from sunlib import Library
 from sunlib.contracts import Citation, Hit
 from sunlib.errors import ConfigError
 from sunlib.providers.rerankers.cross_encoder import CrossEncoderReranker
-from sunlib.steps import Step
 from sunlib.text import TermWeights
+from sunlib.trace.steps import Step
 
 MAGIC = "xylophone"
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]

@@ -16,10 +16,10 @@ from sunlib import Library
 from sunlib.contracts import RouteScore, SearchFilters
 from sunlib.qa import __file__ as qa_init
 from sunlib.retrieve import fuse
-from sunlib.steps import RETRIEVAL_STEPS, Step
 from sunlib.store import Visibility
 from sunlib.text.dictionary import load_dictionary
 from sunlib.text.tokens import fts_tokens, query_script
+from sunlib.trace.steps import RETRIEVAL_STEPS, Step
 from tests.harness.llm_server import ChatServer
 
 NOTES = {

@@ -22,7 +22,7 @@ from sunlib.answer.select import gate_key
 from sunlib.errors import DatasetError
 from sunlib.evaluate import check_qa, evaluate_rag, load_qa
 from sunlib.evaluate.qa import TYPES
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 QA_DIR = ROOT / "src" / "sunlib" / "qa"

@@ -19,8 +19,8 @@ from sunlib.contracts import SearchResult
 from sunlib.providers import Embedder, create_embedder
 from sunlib.providers.embedders.hashing import HashEmbedder
 from sunlib.providers.registry import Kind, register_embedder
-from sunlib.steps import Step
 from sunlib.store import Visibility
+from sunlib.trace.steps import Step
 
 NOTES = {
     "tides.md": "# Tides\n\nThe harbour gate closes two hours before high tide.\n",

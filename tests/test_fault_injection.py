@@ -33,8 +33,8 @@ from sunlib.evaluate import QACase, load_qa
 from sunlib.ingest import FixedChunker, StructureChunker, make_chunker
 from sunlib.providers import Embedder, create_embedder, register_embedder
 from sunlib.providers.embedders.hashing import HashEmbedder
-from sunlib.steps import Step
 from sunlib.store import Space, VectorItem, Visibility
+from sunlib.trace.steps import Step
 
 # the chunker tests' own definition of "ends at a sentence or block end"
 from test_ingest import _all_notes, _cp_offset, _sentence_ends

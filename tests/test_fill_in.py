@@ -17,7 +17,7 @@ from sunlib import Library
 from sunlib.contracts import SearchResult
 from sunlib.retrieve import fuse
 from sunlib.retrieve.fusion import RouteScore
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 QUERY = "lighthouse keeper tide log"
 NOTES = {

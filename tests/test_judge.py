@@ -21,7 +21,7 @@ from sunlib.answer.judge import JUDGE_MAX_TOKENS, JUDGE_PROMPT, parse_verdict
 from sunlib.errors import ConfigError
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.server.app import create_app
-from sunlib.steps import ASK_STEPS, Step, describe
+from sunlib.trace.steps import ASK_STEPS, Step, describe
 from tests.harness.llm_server import JUDGE_MARKS, ChatServer, sources, system_message, user_message
 
 QUESTION = "When does the quokka festival in Vellington open?"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sunlib import Library
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 pytestmark = pytest.mark.llama
 

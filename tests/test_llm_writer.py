@@ -30,8 +30,8 @@ from sunlib.contracts import Evidence, to_jsonable
 from sunlib.errors import MissingCredentials
 from sunlib.providers.registry import create_writer
 from sunlib.providers.writers.llm import SYSTEM_PROMPT
-from sunlib.steps import RETRIEVAL_STEPS, Step
 from sunlib.text.refs import REF
+from sunlib.trace.steps import RETRIEVAL_STEPS, Step
 from tests.harness.llm_server import ChatServer, sources, system_message, user_message
 
 QUESTION = "When does the quokka festival in Vellington open?"

@@ -22,9 +22,9 @@ from sunlib.answer.conversation import follow_up
 from sunlib.contracts import Turn
 from sunlib.server import create_app
 from sunlib.server.routes_openai import Markers, numbered
-from sunlib.steps import Step
 from sunlib.text.refs import REF
 from sunlib.text.tokens import estimate_tokens
+from sunlib.trace.steps import Step
 from tests.harness.llm_server import ChatServer, sources, user_message
 
 ANSWERED = "What is the SUNLIB_HOME environment variable used for?"

@@ -18,9 +18,9 @@ from clients import sunlib
 from conftest import index_of
 from sunlib import Library
 from sunlib.contracts import SearchFilters
-from sunlib.steps import Step
 from sunlib.store import Visibility
 from sunlib.text import fts_query
+from sunlib.trace.steps import Step
 
 pytest.importorskip("qdrant_client", reason="the Qdrant backend needs qdrant-client (pip install -e '.[dev]')")
 QDRANT = {"SUNLIB_EMBEDDING__PROVIDER": "hash", "SUNLIB_STORE__BACKEND": "qdrant"}

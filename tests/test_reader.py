@@ -19,7 +19,7 @@ from sunlib.providers import create_reader
 from sunlib.providers.readers import encoding
 from sunlib.providers.readers.e5_file import E5File, WordTable, default_path
 from sunlib.providers.readers.onnx import BUNDLED, FILES, OnnxReader
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 CARD = BUNDLED / "CARD.md"

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from sunlib import Library
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 QUESTION = "How does the structure-aware chunker split long sections?"
 

@@ -18,9 +18,9 @@ from sunlib.contracts import SearchFilters
 from sunlib.errors import ConfigError, UserError
 from sunlib.ingest import utf16_slice
 from sunlib.retrieve import fuse
-from sunlib.steps import Step
 from sunlib.store import Visibility
 from sunlib.text.tokens import is_cjk, word_token
+from sunlib.trace.steps import Step
 
 ALL = ["public", "team", "ops"]
 MODES = ("bm25", "dense", "hybrid")

@@ -21,8 +21,8 @@ from sunlib.providers import sentence_model
 from sunlib.server import create_app
 from sunlib.server.errors import ApiError
 from sunlib.server.jobs import Job, Jobs
-from sunlib.steps import Step
 from sunlib.store.numpy_vectors import NumpyVectors
+from sunlib.trace.steps import Step
 from tests.harness.llm_server import ChatServer
 
 QUESTION = "How are nightly snapshots rotated and checked?"

@@ -22,8 +22,8 @@ from clients import Api
 from sunlib import Library
 from sunlib.server import create_app
 from sunlib.server.routes_files import feed_event
-from sunlib.steps import Step
 from sunlib.trace import Tracer
+from sunlib.trace.steps import Step
 
 NOTE = "guide/search/search-modes.md"  # public, with frontmatter and a sidecar (no acl in either)
 WORD = "zanzibarquux"  # in no note of the sample vault

@@ -14,8 +14,8 @@ from sunlib import Library
 from sunlib.answer.stages import Round
 from sunlib.contracts import RunTrace, StepTrace, to_jsonable
 from sunlib.server.app import create_app
-from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step, describe
 from sunlib.trace import Tracer
+from sunlib.trace.steps import ASK_STEPS, RETRIEVAL_STEPS, Step, describe
 
 QUESTION = "How are nightly snapshots rotated and checked?"
 IN_ROUND = (*RETRIEVAL_STEPS, Step.RERANK, Step.SELECT)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from sunlib import Library
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 NOTES = {
     "backups.md": "# Backups\n\nThe nightly backup job copies the database to the archive server at two in the "

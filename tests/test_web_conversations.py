@@ -21,7 +21,7 @@ from clients import Served, screenshot_dir
 from conftest import CHROMIUM
 from sunlib import Library
 from sunlib.server.app import create_app
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 if CHROMIUM is None:
     pytest.skip("chromium is not installed (/usr/bin/chromium): the web UI test needs it", allow_module_level=True)

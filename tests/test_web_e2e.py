@@ -30,7 +30,7 @@ from conftest import CHROMIUM
 from sunlib import Library
 from sunlib.answer.stages import Round
 from sunlib.server.app import WEB_DIR, create_app
-from sunlib.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
+from sunlib.trace.steps import ASK_STEPS, RETRIEVAL_STEPS, Step
 from tests.harness.llm_server import ChatServer
 from tests.harness.llm_server import Script as LLMScript
 from tests.harness.llm_server import sources as llm_sources

@@ -30,8 +30,8 @@ from typing import Any
 from ..config import AnswerSettings
 from ..contracts import BuiltContext, Evidence, Hit
 from ..providers import ChatModel
-from ..steps import Step
 from ..trace import StepRecorder, Tracer
+from ..trace.steps import Step
 from .citations import Verification, without_repeats
 from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
 from .plan_rules import PartPlan, Plan, narrowed

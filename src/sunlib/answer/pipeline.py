@@ -38,9 +38,9 @@ from ..providers import (
     Writer,
 )
 from ..retrieve.engine import MAX_QUERY_CHARS
-from ..steps import Step
 from ..store import LOCAL_OWNER, RunRecord, Store, Visibility
 from ..trace import Listener, Tracer
+from ..trace.steps import Step
 from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
 from .citations import Verification, source_cards
 from .conversation import follow_up

@@ -23,9 +23,9 @@ from ..config import Settings
 from ..contracts import SearchFilters
 from ..errors import ProviderError, UnsupportedCapability
 from ..providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
-from ..steps import Step
 from ..store import Store
 from ..trace import StepRecorder, Tracer
+from ..trace.steps import Step
 from .decompose import Decomposition, SubQuestion
 from .plan_rules import PartPlan, Plan, Scope, infer_scope, merged, part_queries, routes_for, rule_plan, scope_from
 from .rewrite import Rewrites

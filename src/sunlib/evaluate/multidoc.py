@@ -28,7 +28,7 @@ from typing import Any
 
 from ..contracts import RunTrace
 from ..errors import DatasetError
-from ..steps import Step
+from ..trace.steps import Step
 
 EVIDENCE_K = 10
 

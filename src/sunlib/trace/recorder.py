@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from .contracts import RunTrace, StepTrace
+from ..contracts import RunTrace, StepTrace
 
 Status = Literal["ok", "skipped", "error", "warning"]
 Listener = Callable[[StepTrace], None]
