@@ -1,4 +1,4 @@
-"""Hardening round 3, item 1: access control fails closed.
+"""Access control fails closed.
 
 A restricted note whose frontmatter is damaged (never closed, a fence written ``--`` or indented or
 after a blank line, ``ACL:`` in capitals, a second ``acl:``, a truncated write) is not indexed: it is

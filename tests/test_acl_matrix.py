@@ -1,4 +1,4 @@
-"""Issue 5, the ACL matrix: random vaults, random ACLs, random callers, every surface.
+"""The ACL matrix: random vaults, random ACLs, random callers, every surface.
 
 Hypothesis builds small vaults (3-8 notes, English and Chinese words from one small
 vocabulary so that queries hit), gives each note a random ACL (``acl: [..]`` over

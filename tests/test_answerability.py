@@ -457,7 +457,7 @@ def test_the_writer_leaves_out_units_far_below_the_best() -> None:
 
 
 def test_a_name_in_the_heading_path_counts_as_evidence(hash_library: Library) -> None:
-    """Round 3, item 20: a name the question frames may live only in the chunk's heading."""
+    """A name the question frames may live only in the chunk's heading."""
     note = hash_library.vault / "guide" / "headers.md"
     note.write_text(
         "# HTTP headers\n\n## Cache-Control\n\nSet max-age to let browsers keep a page for a while.\n", "utf-8"

@@ -629,7 +629,7 @@ def test_rag_benchmark_bad_qa_sets(api: Api, tmp_path: Path) -> None:
     bad.write_text(json.dumps(good) + "\n{not json\n", encoding="utf-8")
     err = assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "bad.jsonl"}), 400, "bad_dataset")
     assert ":2: not JSON" in err["message"]
-    # round 3, item 9: a file that is no text, or nested past Python's stack, is a 400 (it was a 500)
+    # a file that is no text, or nested past Python's stack, is a 400, not a 500
     (vault / "latin1.jsonl").write_bytes(b'{"id": "q\xe9"}\n')
     err = assert_error(api.post("/api/benchmarks/rag/runs", json={"qa_set": "latin1.jsonl"}), 400, "bad_dataset")
     assert "not UTF-8" in err["message"]
@@ -648,7 +648,7 @@ def test_rag_benchmark_bad_qa_sets(api: Api, tmp_path: Path) -> None:
 
 
 def test_vault_qa_sets_are_for_admins_only(hash_library: Library) -> None:
-    """Round 3, item 9: a QA file in the vault has no ACL of its own (its questions may quote hidden
+    """A QA file in the vault has no ACL of its own (its questions may quote hidden
     notes), so a caller who is no admin neither sees it listed nor may run it: it looks unknown."""
     vault = hash_library.vault
     (vault / "internal" / "ops-qa.jsonl").write_text(

@@ -335,7 +335,7 @@ BAD_PATHS = [
     " spaced.md",
     "dotted./x.md",
     "x" * 300 + ".md",
-    # round 3, item 12: paths that look like others
+    # paths that look like others
     "guide/\u202edm.txt.md",  # right-to-left override
     "a/\u2024\u2024/b.md",  # one-dot leaders for ".."
     "\uff0e\uff0e/escape.md",  # full-width dots

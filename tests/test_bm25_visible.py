@@ -1,4 +1,4 @@
-"""BM25 scores depend only on text the caller may see (issue 13, item 8: the statistics oracle).
+"""BM25 scores depend only on text the caller may see (no statistics oracle).
 
 FTS5's ``bm25()`` takes N, the mean length and each word's document frequency from the whole
 table, so a public caller could learn whether a hidden note holds a word from its own score.

@@ -230,7 +230,7 @@ def test_a_misspelt_key_in_a_config_section_is_an_error_naming_it(indexed: Path)
 
 
 def test_status_finds_the_vault_of_a_first_index_that_has_not_finished(vault: Path) -> None:
-    """Round 3, item 16: the vault is remembered when `sunlib index` starts, not when it ends."""
+    """The vault is remembered when `sunlib index` starts, not when it ends."""
     r = sunlib("index", str(vault), "--provider", "flaky", "-q")  # fails while embedding
     assert r.returncode != 0
     status = sunlib("status", "--json", env={"SUNLIB_EMBEDDING__PROVIDER": "flaky"})

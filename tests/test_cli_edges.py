@@ -1,9 +1,9 @@
-"""Hardening round 2 (issue 13), the command line: what a new user meets in the first hour.
+"""The command line at its edges: what a new user meets in the first hour.
 
-``~nouser`` vaults (17), Ctrl-C during ``sunlib index`` (19, a real subprocess and SIGINT), a second
-``sunlib serve`` on a busy port (20, after a first one that started on a vault with a hostile
-note), ``ask --no-save`` (21), refusal reasons whose numbers read equal (22), and the browser
-test's screenshots kept out of the checkout (23).
+``~nouser`` vaults, Ctrl-C during ``sunlib index`` (a real subprocess and SIGINT), a second
+``sunlib serve`` on a busy port (after a first one that started on a vault with a hostile
+note), ``ask --no-save``, refusal reasons whose numbers read equal, and the browser
+test's screenshots kept out of the checkout.
 """
 
 from __future__ import annotations

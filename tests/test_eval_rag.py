@@ -257,7 +257,7 @@ def test_rag_targets_on_the_test_set(e5_library: Library) -> None:
             m["citation_correctness"] >= 0.95,
             [r["id"] for r in answered if not r["citation_correct"]],
         ),
-        # all but one (issue 12's cross-language routes let one Chinese question through: docs/evaluation.md)
+        # all but one (the cross-language routes let one Chinese question through: docs/evaluation.md)
         ("refusal_rate", m["refusal_rate"] >= 0.9, ids(lambda r: not r["answerable"] and not r["refused"])),
         ("unsupported_claim_rate", m["unsupported_claim_rate"] == 0.0, ids(lambda r: r["unsupported"])),
         # the extractive writer cites what it quotes: the verifier has nothing to drop

@@ -151,7 +151,7 @@ def _backlog_vault(root: Path) -> Path:
 
 
 def test_the_backfill_embeds_notes_being_edited_and_chunks_searched_for_first(tmp_path: Path) -> None:
-    """Issue 30 item 3: a chunk a search showed while it waited, then a note saved during the
+    """A chunk a search showed while it waited, then a note saved during the
     backfill, are embedded before the rest, which goes the notes changed last first."""
     vault = _backlog_vault(tmp_path)
     embedding = {"provider": "counting", "fast_tier": "e5-fast", "batch_size": 4}
@@ -174,7 +174,7 @@ def test_the_backfill_embeds_notes_being_edited_and_chunks_searched_for_first(tm
 
 def test_a_server_fills_in_the_vectors_a_first_index_left(tmp_path: Path) -> None:
     """``sunlib serve`` indexes the text and the fast tier, then serves while its lifespan's backfill
-    job embeds the rest (issue 30 item 3)."""
+    job embeds the rest."""
     from fastapi.testclient import TestClient
 
     from sunlib.server import create_app

@@ -286,7 +286,7 @@ def test_without_a_gate_unanswerable_questions_get_answers(e5_library: Library) 
     assert refusal_rate <= 0.2, "with no threshold nearly every unanswerable question gets an answer"
 
     # Real: the default (calibrated) gate and its checks refuse the unanswerable questions of the test set, all
-    # but one since the cross-language routes (issue 12: one Chinese question's translated evidence names what it
+    # but one since the cross-language routes (one Chinese question's translated evidence names what it
     # asks about and scores just above its gate; docs/evaluation.md, "Cross-language retrieval").
     not_refused = []
     for case in unanswerable:

@@ -1,8 +1,8 @@
-"""Hardening round 2 (issue 13), the note side: hostile frontmatter (alias bombs, deep nesting,
+"""Hostile notes: hostile frontmatter (alias bombs, deep nesting,
 oversized metadata), metadata filters past SQLite's expression depth, symbolic links out of the
 vault, stale temp files of killed writers, and old-Mac line endings.
 
-Each test reproduces the recipe of its item on a private copy of the sample vault with a copy of
+Each test reproduces one attack's recipe on a private copy of the sample vault with a copy of
 the session's hash index (``hash_library``), through the real indexer and the real app (ASGI).
 """
 
@@ -30,10 +30,10 @@ from sunlib.server import create_app
 from sunlib.sync.notes_io import TEMP_SUFFIX, read_note
 from tests.harness.hostile_yaml import alias_bomb, nested
 
-# Item 1's recipe: nine aliases wide, seven deep; 9**7 = 4.8 million strings from 269 bytes.
+# The alias bomb: nine aliases wide, seven deep; 9**7 = 4.8 million strings from 269 bytes.
 ALIAS_BOMB = alias_bomb(7) + "\nalias bomb body\n"
-DEEP = nested(3000) + "\ndeep body\n"  # item 2: 6 KB
-DEEP_API = nested(900)  # item 2 over the API: 1.8 KB
+DEEP = nested(3000) + "\ndeep body\n"  # deep nesting: 6 KB
+DEEP_API = nested(900)  # deep nesting over the API: 1.8 KB
 # metadata over the per-note cap from inline tags alone (each YAML document is within its bounds)
 MANY_TAGS = "# Tags\n\n" + " ".join(f"#tag{i:06d}" for i in range((MAX_METADATA_BYTES // 10) + 1000)) + "\n"
 HOSTILE = {"hostile/bomb.md": ALIAS_BOMB, "hostile/deep.md": DEEP, "hostile/tags.md": MANY_TAGS}
@@ -59,7 +59,7 @@ def _failed(report: Any) -> dict[str, str]:
     return dict(report.failed)
 
 
-# -- items 1 and 2: frontmatter bounded, the rest of the vault indexed ------------------------
+# -- frontmatter bounded, the rest of the vault indexed ------------------------
 
 
 def test_hostile_frontmatter_is_reported_and_the_rest_indexed(hash_library: Library, hash_vault: Path) -> None:
@@ -111,7 +111,7 @@ def test_cli_index_and_serve_start_with_hostile_notes(hash_vault: Path) -> None:
     assert not data["added"] and data["unchanged"] > 0
 
 
-# -- item 18: lone CR, CRLF and mixed line endings; any parse error costs one note only ----------
+# -- lone CR, CRLF and mixed line endings; any parse error costs one note only ----------
 
 ENDINGS = {
     "cr.md": "# Old Mac\r\rFirst passage about ferns.\r\r## Second\r\rThe marker passage zyxwv.\r",
@@ -160,7 +160,7 @@ def test_an_unexpected_parse_error_reports_the_note(app: FastAPI, hash_library: 
     assert not (hash_vault / "api-dated.md").exists()
 
 
-# -- item 3: metadata filters capped --------------------------------------------------------
+# -- metadata filters capped --------------------------------------------------------
 
 
 def test_metadata_filter_size_is_capped_everywhere(app: FastAPI, hash_vault: Path) -> None:
@@ -180,7 +180,7 @@ def test_metadata_filter_size_is_capped_everywhere(app: FastAPI, hash_vault: Pat
     assert "filters.metadata" in r2.stderr and "Traceback" not in r2.stderr
 
 
-# -- item 4: symbolic links never lead out of the vault ---------------------------------------
+# -- symbolic links never lead out of the vault ---------------------------------------
 
 
 def test_links_out_of_the_vault_are_never_indexed_or_served(
@@ -223,7 +223,7 @@ def test_a_note_swapped_for_a_link_after_indexing_is_not_served(
     assert "swapped secret" not in r.text
 
 
-# -- item 16: temp files of killed writers ---------------------------------------------------
+# -- temp files of killed writers ---------------------------------------------------
 
 
 def test_stale_temp_files_are_removed_at_start_and_never_indexed(hash_vault: Path) -> None:

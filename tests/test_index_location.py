@@ -1,4 +1,4 @@
-"""Where the index lives (issue 29 item 23): outside the vault by default, an old in-vault index
+"""Where the index lives: outside the vault by default, an old in-vault index
 moved on first open with nothing lost, and a vault copied mid-write (as a sync tool copies it)
 never carries a torn database into the copy."""
 

@@ -435,7 +435,7 @@ def test_setext_headings_without_frontmatter(vault: Path) -> None:
 
 
 def test_unclosed_frontmatter_fails_closed(tmp_path: Path) -> None:
-    """Read as body text, an unclosed frontmatter's acl: would make the note public (issue 29): the
+    """Read as body text, an unclosed frontmatter's acl: would make the note public: the
     note is an error instead, and a lone rule that opens a page with no key after it is still text."""
     with pytest.raises(NoteError, match="never closed"):
         _note(tmp_path, "---\ntitle: not metadata\n\n# Heading\n\nBody text.\n")
@@ -702,7 +702,7 @@ def test_identical_paragraphs_under_one_heading_get_distinct_ids(tmp_path: Path)
 
 
 def test_a_note_of_only_headings_or_frontmatter_is_one_findable_chunk(tmp_path: Path) -> None:
-    """Round 3, item 14: such a note got no chunk, so no search found it, not even by its title."""
+    """Such a note would get no chunk, so no search would find it, not even by its title."""
     vault = tmp_path / "v"
     vault.mkdir()
     (vault / "outline.md").write_text("# Roadmap\n\n## Quokka migration\n\n## Otter sync\n", encoding="utf-8")

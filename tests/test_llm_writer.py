@@ -680,7 +680,7 @@ def test_key_is_sent_but_never_shown(
 def test_bracketed_numbers_a_model_writes_never_read_as_citations(
     server: ChatServer, open_lib: Callable[..., Library]
 ) -> None:
-    """Round 3, item 3: a literal "[3]" in a draft (or quoted from a note) would show as citation 3 on
+    """A literal "[3]" in a draft (or quoted from a note) would show as citation 3 on
     every surface that numbers markers; it leaves the answer, and the verify step names it."""
     server.writer.reply = lambda body: f"{QUOKKA_SENTENCE} [3] [^1] [ref:{quokka_chunk(body)}]"
     result = open_lib().ask(QUESTION)

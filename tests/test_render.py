@@ -237,7 +237,7 @@ def test_the_extractive_writer_quotes_rendered_sentences_that_verify() -> None:
     ],
 )
 def test_docs_site_containers_read_as_titled_blocks(text: str, reads: str) -> None:
-    """Round 3, item 17: VitePress / Docusaurus / MkDocs containers never show their markers."""
+    """VitePress / Docusaurus / MkDocs containers never show their markers."""
     assert clean_sentence(text) == reads
     assert ":::" not in render_markdown(text) and "!!!" not in render_markdown(text)
 

@@ -1,7 +1,7 @@
-"""Hardening round 2 over HTTP: what job reports, the index status and error messages tell a
+"""What job reports, the index status and error messages tell a
 caller who may not see everything, and the keep-alive connection after a 500.
 
-Each test is the recipe of one item of the issue (the numbers below), against the real app
+Each test is the recipe of one leak, against the real app
 over the hash-indexed sample vault; the keep-alive test runs a real uvicorn server.
 """
 
@@ -56,7 +56,7 @@ def note(acl: str, body: str) -> str:
     return f"---\nacl: {acl}\n---\n# {body}\n\n{body} text for the rebuild.\n"
 
 
-# -- 5. rebuild job reports ------------------------------------------------------------------
+# -- rebuild job reports ------------------------------------------------------------------
 
 
 def test_a_rebuild_report_names_only_notes_the_reader_may_see(open_lib: Callable[..., Library]) -> None:
@@ -115,7 +115,7 @@ def test_a_failed_job_tells_a_non_admin_its_kind_only(open_lib: Callable[..., Li
     assert "hidden/secret.md" in admin and "<index>/sunlib.db" in admin and str(lib.index_dir) not in admin
 
 
-# -- 6. index status -------------------------------------------------------------------------
+# -- index status -------------------------------------------------------------------------
 
 
 def test_index_status_counts_what_the_caller_may_see(open_lib: Callable[..., Library]) -> None:
@@ -159,7 +159,7 @@ def test_a_hidden_write_does_not_move_a_public_callers_status(open_lib: Callable
     assert after == before
 
 
-# -- 9. server paths in errors ---------------------------------------------------------------
+# -- server paths in errors ---------------------------------------------------------------
 
 
 def test_qa_set_errors_name_vault_relative_paths(open_lib: Callable[..., Library]) -> None:
@@ -192,7 +192,7 @@ def test_http_error_messages_never_hold_server_paths(open_lib: Callable[..., Lib
     assert relative_paths(f"in {lib.vault}", lib.vault, lib.db_path) == "in ."
 
 
-# -- 15. a 500 keeps the keep-alive connection -----------------------------------------------
+# -- a 500 keeps the keep-alive connection -----------------------------------------------
 
 
 def test_a_500_keeps_the_connection_open(hash_library: Library) -> None:
@@ -220,7 +220,7 @@ def test_a_500_keeps_the_connection_open(hash_library: Library) -> None:
             conn.close()
 
 
-# -- 7. no row id, and nothing a hidden write moves, in a public caller's trace --------------
+# -- no row id, and nothing a hidden write moves, in a public caller's trace --------------
 
 VOLATILE = ("ms", "latency", "seconds", "created_at", "run_id", "conversation_id", "trace_saved", "started", "finished")
 
@@ -278,7 +278,7 @@ def test_a_hidden_write_moves_nothing_in_a_public_trace(open_lib: Callable[..., 
     assert not big, big
 
 
-# -- 7. per-step timings ---------------------------------------------------------------------
+# -- per-step timings ---------------------------------------------------------------------
 
 
 def test_step_timings_reach_admins_only(open_lib: Callable[..., Library]) -> None:

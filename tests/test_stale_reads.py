@@ -1,4 +1,4 @@
-"""Edits made on disk are never served stale (issue 13, item 13), and the per-file status API.
+"""Edits made on disk are never served stale, and the per-file status API.
 
 The recipe: while the server runs, ``acl: [ops]`` (and a new word) is added on disk to a public
 note. A public-only token must not get that note in search, in ask evidence or in the notes
@@ -170,7 +170,7 @@ def test_a_search_run_again_after_a_sync_shows_only_its_last_attempt(tokened: Li
 
 
 def test_a_same_size_rewrite_with_the_old_mtime_put_back_is_seen(tokened: Library) -> None:
-    """Item 2 of round 3: an in-place rewrite of the same size that adds ``acl: [ops]`` and restores the
+    """An in-place rewrite of the same size that adds ``acl: [ops]`` and restores the
     old mtime (``touch -d``) keeps size, inode and mtime; only ctime tells, and it is in the key."""
     import os
 
@@ -192,7 +192,7 @@ def test_a_same_size_rewrite_with_the_old_mtime_put_back_is_seen(tokened: Librar
 
 
 def test_the_files_feed_counts_only_what_the_caller_sees(tokened: Library) -> None:
-    """Round 3, item 11: saves of hidden notes move no counter a public caller can read."""
+    """Saves of hidden notes move no counter a public caller can read."""
     app = create_app(tokened)
     state = app.state.sunlib
     board = state.board.version

@@ -154,7 +154,7 @@ def test_an_acl_change_on_disk_and_in_a_sidecar(watched: tuple[Library, Watcher]
 def test_a_new_note_and_its_sidecar_written_one_after_the_other_are_never_public_between(
     watched: tuple[Library, Watcher],
 ) -> None:
-    """Issue 29 item 1: a new note waits ``sidecar_settle_s`` for its sidecar, so a restricted note
+    """A new note waits ``sidecar_settle_s`` for its sidecar, so a restricted note
     written as two files (the note, then its sidecar a moment later) is indexed restricted, and
     no public search finds it in between; a new note without a sidecar is indexed once the wait ends."""
     lib, _ = watched

@@ -481,7 +481,7 @@ def framing_page(target: str) -> Iterator[str]:
 
 
 def test_another_origin_cannot_frame_the_ui_or_the_report(injection_server: str, page: Any) -> None:
-    """Round 3, item 13: X-Frame-Options and CSP frame-ancestors on every page; the UI's own policy."""
+    """X-Frame-Options and CSP frame-ancestors on every page; the UI's own policy."""
     ui = httpx.get(injection_server + "/")
     assert ui.headers["x-frame-options"] == "SAMEORIGIN"
     assert "frame-ancestors 'self'" in ui.headers["content-security-policy"]

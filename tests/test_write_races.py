@@ -1,4 +1,4 @@
-"""Races and faults that used to lose the caller's write (issue 13, items 10-12).
+"""Races and faults that must not lose the caller's write.
 
 - A write transaction that reads first and writes later (a note create's sync) while another
   connection commits: it must take the write lock up front (BEGIN IMMEDIATE), not fail.

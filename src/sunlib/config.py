@@ -176,7 +176,7 @@ class AnswerSettings(BaseModel):
     reader_checks: bool = False
     # The reader's probability that a passage an LLM-written sentence cites supports it is in the verify
     # step for every such sentence. With reader_support it also decides: below support_threshold the
-    # sentence is unsupported. Off by default: this round's support head separates SciFact's supported
+    # sentence is unsupported. Off by default: the shipped support head separates SciFact's supported
     # claims at balanced accuracy 0.57 (docs/evaluation.md "The reader"), too weak to drop sentences on.
     reader_support: bool = False
     support_threshold: float = Field(0.5, ge=0.0, le=1.0)

@@ -1,4 +1,4 @@
-"""Time ``load_note`` on the hostile frontmatter of issue 13 (alias bombs, deep nesting).
+"""Time ``load_note`` on hostile frontmatter (alias bombs, deep nesting).
 
     python -m tests.harness.hostile_yaml
 
