@@ -3,7 +3,7 @@
     python -m tests.harness.hostile_yaml
 
 Prints each note's size, the time to load (or refuse) it, and the reason. docs/reliability.md
-reports the figures. tests/test_hostile_notes.py builds its notes with the same recipes.
+reports the figures. tests/unit/ingest/test_hostile_notes.py builds its notes with the same recipes.
 """
 
 from __future__ import annotations
