@@ -4,6 +4,9 @@ Every import counts: module level, inside functions (lazy) and under ``TYPE_CHEC
 package may import from its own layer or any layer below, never above; no two modules import
 each other, directly or round a loop; and no name starting with ``_`` is imported from another
 module. The checker also runs on a small package made to break each rule, so it can fail.
+
+The tests follow the same layers: a test file sits in the folder of the layer it tests
+(tests/unit/<layer>/), or in tests/contract/ or tests/system/, and imports no private name.
 """
 
 from __future__ import annotations
@@ -186,6 +189,23 @@ def test_the_tests_import_no_private_name() -> None:
                     if a.name.startswith("_") and not a.name.startswith("__")
                 ]
     assert found == []
+
+
+def test_the_tests_follow_the_layers() -> None:
+    """Each test file sits in tests/unit/<layer>/ (``kernel`` for the bottom layer, else a package of
+    ``LAYERS``), in tests/unit/ itself (checks of the whole package), or in tests/contract/ or
+    tests/system/."""
+    layers = {"kernel"} | {name for layer in LAYERS[1:] for name in layer} - {"sunlib", "__main__"}
+    tests = ROOT / "tests"
+    misplaced = []
+    for path in sorted(tests.rglob("test_*.py")):
+        parts = path.relative_to(tests).parts
+        placed = (parts[0] in {"contract", "system"} and len(parts) == 2) or (
+            parts[0] == "unit" and (len(parts) == 2 or (len(parts) == 3 and parts[1] in layers))
+        )
+        if not placed:
+            misplaced.append(str(path.relative_to(tests)))
+    assert misplaced == []
 
 
 def test_the_checker_finds_each_kind_of_break(tmp_path: Path) -> None:
