@@ -38,7 +38,7 @@ lint: install
 typecheck: install
 	$(VENV)/bin/mypy
 
-# Two workers on two cores; whole files per worker, the e5 files together (tests/xdist_schedule.py).
+# Two workers on two cores; whole files per worker, the e5 files together (tests/support/xdist_schedule.py).
 # PYTEST_WORKERS=0 runs the suite in one process.
 PYTEST_WORKERS ?= 2
 unit: install browser
@@ -55,7 +55,7 @@ test: lint typecheck unit
 # The README's pictures: the browser test, saving its screenshots into docs/screenshots/ (the test
 # run of `make test` saves them in a temp folder and leaves the checkout clean).
 screenshots: install browser
-	SUNLIB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/test_web_e2e.py tests/test_web_conversations.py
+	SUNLIB_SCREENSHOTS=$(CURDIR)/docs/screenshots $(PY) -m pytest -q tests/system/test_web_e2e.py tests/system/test_web_conversations.py
 
 # Optional: the local GGUF writer (not part of `make test`; builds llama.cpp from source).
 llama: install
@@ -69,7 +69,7 @@ bench: install
 	$(PY) -m benchmarks.store_bench
 
 # The full-depth API fuzz (schemathesis, 50 examples per operation, two passes); writes its figures
-# into docs/reliability.md. `make test` runs a bounded pass (tests/test_bad_input.py).
+# into docs/reliability.md. `make test` runs a bounded pass (tests/system/test_bad_input.py).
 fuzz: install
 	$(PY) -m tests.harness.fuzz_api
 

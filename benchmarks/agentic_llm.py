@@ -30,7 +30,7 @@ from benchmarks.common import ROOT, SAMPLE_VAULT, free_port
 from benchmarks.llm_judge import serve
 from sunlib import Library
 from sunlib.evaluate import evaluate_rag, load_qa
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 
 
 def plans(rows: list[dict[str, Any]], lib: Library) -> dict[str, int]:

@@ -15,7 +15,7 @@ import numpy as np
 from usearch.index import Index
 
 from benchmarks import store_bench  # the same vectors
-from sunlib.store.ann_files import AnnFiles
+from sunlib.store.usearch_files import AnnFiles
 
 
 def main() -> None:

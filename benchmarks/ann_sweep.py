@@ -1,7 +1,7 @@
 """HNSW parameter sweep on the store benchmark's synthetic vectors: usearch alone (no sunlib store),
 recall@10 against exact search and the graph search's latency, for M / ef_construction / ef.
 
-    python -m benchmarks.ann_sweep 100000     # the figures behind store/ann.py's EXPANSION_SEARCH
+    python -m benchmarks.ann_sweep 100000     # the figures behind store/usearch.py's EXPANSION_SEARCH
 """
 
 from __future__ import annotations

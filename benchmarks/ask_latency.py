@@ -6,8 +6,8 @@ Both versions ask the bundled QA set's questions (src/sunlib/qa/sample_vault.jso
 of the sample vault (each version indexes it once) with the default settings (e5, extractive
 writer), in child processes that alternate (baseline, current, baseline, ...) so that the
 machine's noise falls on both. Models are loaded and every question asked once before timing.
-The baseline runs from a git worktree of REF (default: the commit before issue 12's work,
-9e861dc). Writes the table into docs/benchmarks.md between markers.
+The baseline runs from a git worktree of REF (default: 9e861dc, the tree
+before the cross-language routes). Writes the table into docs/benchmarks.md between markers.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def main() -> None:
             "|---|---|---|",
             *(f"| {k} | {v[0]:.0f} | {v[1]:.0f} |" for k, v in rows.items()),
             "",
-            f"p95 current / baseline: **{ratio:.2f}x** (the target of issue 12: at most 1.5x).",
+            f"p95 current / baseline: **{ratio:.2f}x** (the target: at most 1.5x).",
         ]
     )
     print(table)

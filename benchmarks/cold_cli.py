@@ -48,7 +48,9 @@ def run(src: Path, argv: list[str], env: dict[str, str]) -> tuple[float, float, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("vault", type=Path)
-    ap.add_argument("--baseline", default="bbd72d1", help="the commit to compare with (default: before item 5)")
+    ap.add_argument(
+        "--baseline", default="bbd72d1", help="the commit to compare with (default: before the cold-start caches)"
+    )
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--work", type=Path, default=ROOT / "build" / "cold_cli")
     args = ap.parse_args()
@@ -109,7 +111,7 @@ def main() -> None:
     write_block(
         "cold-cli",
         body,
-        "A cold CLI (issue 30 item 5)",
+        "A cold CLI",
         "Every `sunlib search` and `sunlib ask` is a new process: the time a user waits includes "
         "Python's start, the imports and the models' loading.",
     )

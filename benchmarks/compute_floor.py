@@ -1,4 +1,4 @@
-"""e5's embedding rate against the compute floor of the model on this CPU (issue 30 item 3).
+"""e5's embedding rate against the compute floor of the model on this CPU.
 
     python -m benchmarks.compute_floor ../shared/data/scifact [--chunks 64]
 
@@ -115,7 +115,7 @@ def main() -> None:
     write_block(
         "compute-floor",
         body,
-        "e5 against the compute floor (issue 30 item 3)",
+        "e5 against the compute floor",
         "How far the e5 engine is from what the CPU could do for the same model, and what the idle cores add.",
     )
 

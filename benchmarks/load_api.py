@@ -49,7 +49,7 @@ import numpy as np
 from benchmarks.common import DOC, SAMPLE_VAULT, TEST_QA, free_port, write_block
 from sunlib import Library
 from sunlib.evaluate.qa import load_qa
-from sunlib.steps import Step
+from sunlib.trace.steps import Step
 from tests.harness.llm_server import ChatServer, start  # the tests' fake OpenAI-compatible server
 
 PATHS = {"search": "/api/search", "ask": "/api/ask"}

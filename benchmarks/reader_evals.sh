@@ -7,7 +7,7 @@
 #           calibration set on the sample vault, and the first FastAPI held-out set (both vaults).
 #   report: the report sets, never tuned on, with default settings ("after") and with the path
 #           before the reader ("before": [answer] reader = "none", gate = "score"): the second blind
-#           FastAPI set (benchmarks/heldout/fastapi2) and the blind mand-mobile vault written this round
+#           FastAPI set (benchmarks/heldout/fastapi2) and the blind mand-mobile vault
 #           (benchmarks/heldout/blind3; `bash benchmarks/heldout/blind3/fetch.sh` fetches it from npm).
 #
 # The vaults are copied to $HELDOUT_DIR (default /work/heldout-run), so their indexes are reused.

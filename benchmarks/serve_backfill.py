@@ -9,7 +9,7 @@ same index, on a free loopback port: *quiet* with ``[index] embed = false`` (not
 and *backfill* with the defaults, whose lifespan queues the e5 backfill (``workers = "auto"``, its
 threads at ``bulk_nice``). Against each, one client sends the same hybrid searches one after
 another (the notes' titles, in turn) and times each whole HTTP request; for the backfill server
-only while e5 is still running. The target (issue 30 item 3): the backfill p95 at most 1.5x the
+only while e5 is still running. The target: the backfill p95 at most 1.5x the
 quiet p95. Writes its block of docs/benchmarks.md.
 """
 
@@ -123,7 +123,7 @@ def main() -> None:
     write_block(
         "serve-backfill",
         body,
-        "Searching while e5 fills in (issue 30 item 3)",
+        "Searching while e5 fills in",
         "A server started on a first index serves on the fast tier at once; e5 fills in behind it.",
     )
 

@@ -53,9 +53,9 @@ from sunlib.contracts import SearchFilters
 from sunlib.providers import create_embedder
 from sunlib.retrieve import SearchEngine, SearchRequest
 from sunlib.store import PostingsLexical, Space, SqliteStore, VectorItem, Visibility
-from sunlib.store.ann import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH
-from sunlib.store.lexical import SqliteLexical
+from sunlib.store.fts5 import SqliteLexical
 from sunlib.store.postings import POSTINGS, postings_folder
+from sunlib.store.usearch import CONNECTIVITY, EXPANSION_ADD, EXPANSION_SEARCH
 from sunlib.sync.indexing import sync_text
 from sunlib.text import fts_query
 

@@ -1,74 +1,32 @@
 """Shared fixtures: real SQLite files in tmp dirs, the bundled sample vault, real providers.
 
 Test-only providers are registered through the real registry (never by patching
-sunlib): ``counting`` wraps the hash embedder and counts what it embeds;
-``flaky`` fails after a set number of batches, to interrupt indexing.
+sunlib), by importing ``tests.support.embedders``: ``counting`` wraps the hash embedder and
+counts what it embeds; ``flaky`` fails after a set number of batches, to interrupt indexing.
+What tests import (clients, paths, helpers) lives in ``tests.support``, never here.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 import pytest
 
-import xdist_schedule
 from sunlib import Library
-from sunlib.config import EmbeddingSettings
-from sunlib.errors import ProviderError
-from sunlib.library import DB_NAME, home_index_dir
-from sunlib.providers.embedders.hashing import HashEmbedder
-from sunlib.providers.registry import Kind, register_embedder
-from sunlib.store import Space, VectorItem
+from sunlib.library import DB_NAME
 from tests.harness.llm_server import ChatServer
 from tests.harness.llm_server import start as start_chat_server
+from tests.support import xdist_schedule
+from tests.support.browser import CHROMIUM, PAGE_TIMEOUT_MS, VIEWPORT
+from tests.support.e5_vectors import save_vectors, seed_saved_vectors, waiting_chunks
+from tests.support.embedders import CountingEmbedder, FlakyEmbedder
+from tests.support.paths import SAMPLE_VAULT, TESTS_DIR, place_index
 
-SAMPLE_VAULT = Path(__file__).resolve().parents[1] / "src" / "sunlib" / "sample_vault"
-TESTS_DIR = Path(__file__).resolve().parent
-
-
-class CountingEmbedder(HashEmbedder):
-    """The hash embedder, counting every text it embeds (class-level, reset per test)."""
-
-    provider = "counting"
-    seen: ClassVar[list[str]] = []
-
-    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        if kind == "passage":
-            CountingEmbedder.seen.extend(texts)
-        return super().embed_batch(texts, kind)
-
-
-class FlakyEmbedder(HashEmbedder):
-    """Fails on the (fail_after + 1)-th passage batch: an interrupted embedding run."""
-
-    provider = "flaky"
-    fail_after = 1
-    batches = 0
-
-    def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
-        if kind == "passage":
-            FlakyEmbedder.batches += 1
-            if FlakyEmbedder.batches > FlakyEmbedder.fail_after:
-                raise ProviderError("flaky provider: simulated failure")
-        return super().embed_batch(texts, kind)
-
-
-@register_embedder("counting")
-def _counting(settings: EmbeddingSettings) -> CountingEmbedder:
-    return CountingEmbedder(settings.dimensions or 64)
-
-
-@register_embedder("flaky")
-def _flaky(settings: EmbeddingSettings) -> FlakyEmbedder:
-    return FlakyEmbedder(settings.dimensions or 64)
-
-
-# -- spreading the run over pytest-xdist workers (tests/xdist_schedule.py) ---------------------
+# -- spreading the run over pytest-xdist workers (tests/support/xdist_schedule.py) ---------------------
 
 _timer: xdist_schedule.UnitTimer | None = None
 
@@ -114,7 +72,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
             monkeypatch.delenv(key)
     monkeypatch.setenv("SUNLIB_HOME", str(tmp_path_factory.mktemp("sunlib_home")))
     # one embedding worker, whatever the machine's load: tests read the order things are embedded in
-    # (tests/test_index.py's parallel test sets its own)
+    # (tests/unit/sync/test_index.py's parallel test sets its own)
     monkeypatch.setenv("SUNLIB_EMBEDDING__WORKERS", "1")
     CountingEmbedder.seen = []
     FlakyEmbedder.batches = 0
@@ -150,20 +108,6 @@ def hash_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return index_dir
 
 
-def index_of(vault: Path, home: Path | None = None) -> Path:
-    """The index folder sunlib uses by default for ``vault`` under ``home`` (default: this test's
-    SUNLIB_HOME; a fixture wider than a test has none of its own and names one)."""
-    return home_index_dir(vault.resolve(), home)
-
-
-def place_index(vault: Path, index: Path, home: Path | None = None) -> Path:
-    """Copy the index file of the folder ``index`` to ``vault``'s default index folder."""
-    local = index_of(vault, home)
-    local.mkdir(parents=True)
-    shutil.copyfile(index / DB_NAME, local / DB_NAME)
-    return local
-
-
 @pytest.fixture
 def hash_vault(vault: Path, hash_index: Path) -> Path:
     """``vault`` with its own copy of the session's hash index at its default index folder
@@ -188,75 +132,10 @@ def hash_library(hash_vault: Path) -> Iterator[Library]:
     lib.close()
 
 
-# The sample vault's passage vectors as the bundled models computed them (e5, and the cross-language
-# route's embedder), by embed hash: the e5 fixture seeds its index with them, as sunlib's own embedding
-# cache seeds a re-index, and the models embed only what the file lacks. Embedding the vault with e5 on
-# one thread is most of a minute, the suite's slowest setup. test_answer.py checks that the file is the
-# models' output for the current notes; `SUNLIB_SAVE_E5_VECTORS=1 pytest tests/test_answer.py` rewrites it.
-E5_VECTORS = TESTS_DIR / "data" / "sample_vault_vectors.npz"
-
-
-def e5_spaces(lib: Library) -> list[tuple[Any, Space]]:
-    """(embedder, space) of every space the e5 fixture's index embeds."""
-    return [(lib.embedder, lib.space), *([lib.crosslang] if lib.crosslang is not None else [])]
-
-
-def load_saved_vectors() -> dict[str, tuple[list[str], list[str], np.ndarray]]:
-    """space name -> (embed hashes, embed texts, vectors) from ``E5_VECTORS`` ({} when it is absent)."""
-    if not E5_VECTORS.is_file():
-        return {}
-    with np.load(E5_VECTORS, allow_pickle=False) as saved:
-        names = [str(n) for n in saved["spaces"]]
-        return {
-            name: ([str(h) for h in saved[f"hashes{i}"]], [str(t) for t in saved[f"texts{i}"]], saved[f"vectors{i}"])
-            for i, name in enumerate(names)
-        }
-
-
-def seed_saved_vectors(lib: Library) -> int:
-    """Write the saved vectors of the chunks waiting for one (matched by embed hash); returns how many."""
-    saved, written = load_saved_vectors(), 0
-    for _, space in e5_spaces(lib):
-        hashes, _, vectors = saved.get(space.name, ([], [], np.zeros((0, space.dim))))
-        by_hash = dict(zip(hashes, vectors, strict=True))
-        lib.store.vectors.ensure_space(space)
-        items = [
-            VectorItem(p.chunk_id, p.stamp, p.embed_hash, by_hash[p.embed_hash])
-            for p in lib.store.vectors.pending(space)
-            if p.embed_hash in by_hash
-        ]
-        written += lib.store.vectors.upsert(space, items)
-    return written
-
-
-def save_vectors(lib: Library, waiting: dict[str, dict[str, str]]) -> None:
-    """Write ``E5_VECTORS``: for each space, the vectors of the chunks that were ``waiting``
-    (space name -> embed hash -> embed text), read back from the fully embedded index."""
-    arrays: dict[str, np.ndarray] = {}
-    for i, (_, space) in enumerate(e5_spaces(lib)):
-        texts = waiting[space.name]
-        found = lib.store.vectors.cached_vectors(space, list(texts))
-        hashes = sorted(found)
-        arrays[f"hashes{i}"] = np.array(hashes)
-        arrays[f"texts{i}"] = np.array([texts[h] for h in hashes])
-        arrays[f"vectors{i}"] = np.stack([found[h] for h in hashes]).astype(np.float32)
-    E5_VECTORS.parent.mkdir(exist_ok=True)
-    np.savez_compressed(E5_VECTORS, spaces=np.array([space.name for _, space in e5_spaces(lib)]), **arrays)
-
-
-def waiting_chunks(lib: Library) -> dict[str, dict[str, str]]:
-    """space name -> embed hash -> embed text of the chunks without a vector."""
-    out = {}
-    for _, space in e5_spaces(lib):
-        lib.store.vectors.ensure_space(space)
-        out[space.name] = {p.embed_hash: p.embed_text for p in lib.store.vectors.pending(space)}
-    return out
-
-
 @pytest.fixture(scope="session")
 def e5_library(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Library]:
     """The sample vault indexed once per session with the bundled e5 model (real embeddings: the
-    saved ones, see E5_VECTORS, and the model for any chunk they lack)."""
+    saved ones, see tests.support.e5_vectors, and the model for any chunk they lack)."""
     root = tmp_path_factory.mktemp("e5")
     dest = root / "vault"
     shutil.copytree(SAMPLE_VAULT, dest, ignore=shutil.ignore_patterns(".sunlib"))
@@ -283,11 +162,7 @@ def chat_server() -> Iterator[ChatServer]:
         stop()
 
 
-# -- the browser (tests/test_web_e2e.py, tests/test_web_conversations.py) ----------------------
-
-CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").is_file() else shutil.which("chromium")
-VIEWPORT = {"width": 1280, "height": 800}
-PAGE_TIMEOUT_MS = 30_000
+# -- the browser (tests/system/test_web_e2e.py, tests/system/test_web_conversations.py) ----------------------
 
 
 @pytest.fixture(scope="module")

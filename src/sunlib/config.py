@@ -176,7 +176,7 @@ class AnswerSettings(BaseModel):
     reader_checks: bool = False
     # The reader's probability that a passage an LLM-written sentence cites supports it is in the verify
     # step for every such sentence. With reader_support it also decides: below support_threshold the
-    # sentence is unsupported. Off by default: this round's support head separates SciFact's supported
+    # sentence is unsupported. Off by default: the shipped support head separates SciFact's supported
     # claims at balanced accuracy 0.57 (docs/evaluation.md "The reader"), too weak to drop sentences on.
     reader_support: bool = False
     support_threshold: float = Field(0.5, ge=0.0, le=1.0)
@@ -262,7 +262,7 @@ class AnswerSettings(BaseModel):
     agentic_parts: int = Field(4, ge=1, le=8)  # sub-questions
     agentic_retrievals: int = Field(10, ge=1, le=50)  # retrievals in one run
     agentic_seconds: float = Field(30.0, gt=0.0, le=600.0)  # the loop's time budget
-    # Who plans the loop's sub-questions, queries and filters (answer/planner.py): "rules" offline;
+    # Who plans the loop's sub-questions, queries and filters (answer/plan_stage.py): "rules" offline;
     # "llm" a chat model's JSON plan (the writer's model, else judge_provider's from [llm]), checked
     # against a schema, with the rules as the fallback; "auto" the LLM plan when the writer is an LLM.
     planner: Literal["auto", "rules", "llm"] = "auto"

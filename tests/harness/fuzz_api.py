@@ -442,7 +442,7 @@ def render(passes: list[PassResult], stream: StreamResult, max_examples: int, se
         f"first events of 200 streams: {firsts or '-'}.",
         "",
         "`make fuzz` runs this script as above (50 examples, seed 5). `make test` runs a bounded crash pass "
-        "(`tests/test_bad_input.py`: every operation and phase, 5 examples per operation, seed 7). A 200 of "
+        "(`tests/system/test_bad_input.py`: every operation and phase, 5 examples per operation, seed 7). A 200 of "
         "the endless file feed (`GET /api/index/files/events`) is read for 2 s, then closed.",
         "",
     ]

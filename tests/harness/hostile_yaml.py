@@ -1,9 +1,9 @@
-"""Time ``load_note`` on the hostile frontmatter of issue 13 (alias bombs, deep nesting).
+"""Time ``load_note`` on hostile frontmatter (alias bombs, deep nesting).
 
     python -m tests.harness.hostile_yaml
 
 Prints each note's size, the time to load (or refuse) it, and the reason. docs/reliability.md
-reports the figures. tests/test_hostile_notes.py builds its notes with the same recipes.
+reports the figures. tests/unit/ingest/test_hostile_notes.py builds its notes with the same recipes.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 ``EVAL.json`` is ``tools.reader.evaluate --json``'s output on the held-out pairs. The card gives
 the base weights, the data and the licence of each, the training command and settings, the figures
-and the sha256 of every shipped file; ``tests/test_reader.py`` checks the checksums against the files.
+and the sha256 of every shipped file; ``tests/unit/providers/test_reader.py`` checks the checksums against the files.
 """
 
 from __future__ import annotations

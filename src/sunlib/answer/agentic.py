@@ -13,7 +13,7 @@ span; each retrieval round is a ``Round`` span nested under it (iteration 1, 2, 
 holding that round's retrieval, rerank and selection steps, so ``--explain``, the SSE
 stream and saved runs show the rounds under the question. ``rewrite`` (``answer.rewrite``)
 gives the question's standalone, keyword and other-language forms; ``decompose``
-(``answer.decompose``) its sub-questions; ``plan`` (``answer.plan``, ``answer.planner``) each
+(``answer.decompose``) its sub-questions; ``plan`` (``answer.plan_rules``, ``answer.plan_stage``) each
 sub-question's queries, routes, k and inferred filters, by rules or by a chat model's validated
 JSON plan. A round that leaves a gap asks the gap's query (the missing names and terms), else the
 plan's next form. Retrieval, reranking, selection (the gate's sufficiency judgement), the context
@@ -30,13 +30,13 @@ from functools import partial
 from ..config import AnswerSettings
 from ..contracts import BuiltContext, Evidence, Hit
 from ..providers import ChatModel
-from ..steps import Step
 from ..trace import StepRecorder, Tracer
+from ..trace.steps import Step
 from .citations import Verification, without_repeats
 from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
 from .details import AgentDetails, PartDetails, RoundDetails, Transition
-from .plan import PartPlan, Plan, narrowed
-from .planner import PlanStage
+from .plan_rules import PartPlan, Plan, narrowed
+from .plan_stage import PlanStage
 from .relevance import term_weights
 from .rewrite import Rewrites, RewriteStage
 from .select import Selection

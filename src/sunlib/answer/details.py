@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..contracts import FollowUp, StepTrace
-from ..steps import Step
 from ..trace import FLAT, OMIT, read_details
+from ..trace.steps import Step
 
 D = TypeVar("D")
 

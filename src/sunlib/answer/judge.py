@@ -34,9 +34,9 @@ from ..contracts import BuiltContext, Refusal
 from ..errors import ProviderError, UnsupportedCapability
 from ..providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
 from ..providers.writers.llm import FENCE_RULE, evidence_prompt
-from ..steps import Step
 from ..text import estimate_tokens
 from ..trace import Tracer
+from ..trace.steps import Step
 from .context import render_source
 from .details import JudgeDetails
 from .refusals import refusal

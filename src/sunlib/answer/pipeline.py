@@ -39,9 +39,9 @@ from ..providers import (
     Writer,
 )
 from ..retrieve.engine import MAX_QUERY_CHARS
-from ..steps import Step
 from ..store import LOCAL_OWNER, RunRecord, Store, Visibility
 from ..trace import Listener, Tracer
+from ..trace.steps import Step
 from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
 from .citations import Verification, source_cards
 from .conversation import follow_up
@@ -49,7 +49,7 @@ from .decompose import Analysis, analyze
 from .details import SummaryDetails
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage
-from .planner import create_planner_model
+from .plan_stage import create_planner_model
 from .refusals import joined, localized, refusal
 from .result import AskResult
 from .router import Router, direct_reply, language

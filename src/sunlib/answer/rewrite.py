@@ -13,7 +13,7 @@
   Latin letters (``top_k``, ``APIRouter``) are kept. Only when the vault holds chunks in the
   other script; None when it does not, or when the dictionary is not installed.
 
-Rules only: nothing here calls a model. The plan (``answer.plan``) turns these forms into the
+Rules only: nothing here calls a model. The plan (``answer.plan_rules``) turns these forms into the
 queries of each sub-question.
 """
 
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 from ..contracts import FollowUp
 from ..retrieve.routes import OtherScript
-from ..steps import Step
 from ..store import Store, Visibility
 from ..text.terms import CATEGORY_WORDS, CJK_FRAME, DEGREE_WORDS, QUESTION_WORDS
 from ..text.tokens import CJK_RUN as CJK_RUN
 from ..text.tokens import STOPWORDS, has_cjk
 from ..trace import Tracer
+from ..trace.steps import Step
 from .stages import Question, Stage
 
 # CJK characters that only glue a question together: dropped at the edges of a run

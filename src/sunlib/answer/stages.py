@@ -39,10 +39,10 @@ from ..contracts import (
 from ..errors import ProviderError
 from ..providers import Embedder, Reader, Reranker, Writer
 from ..providers.base import WriteRequest
-from ..steps import RETRIEVAL_STEPS, Step
 from ..store import Store
 from ..text import TermWeights
 from ..trace import Tracer
+from ..trace.steps import RETRIEVAL_STEPS, Step
 from .citations import Verification, verify
 from .context import Budget, build_context
 from .details import (

@@ -17,7 +17,7 @@ from ..errors import SunlibError
 from .app import app
 
 MODULES = ("admin", "ask", "calibrate", "chat", "evaluate", "index", "mcp", "migrate", "search", "serve")
-VERBS = {  # verb -> the module that registers it (tests/test_cli.py checks it against the app)
+VERBS = {  # verb -> the module that registers it (tests/unit/cli/test_cli.py checks it against the app)
     "init": "admin",
     "status": "admin",
     "doctor": "admin",

@@ -29,7 +29,7 @@ from typing import Any
 from ..answer.details import RoundDetails, SelectionDetails, read
 from ..contracts import RunTrace
 from ..errors import DatasetError
-from ..steps import Step
+from ..trace.steps import Step
 
 EVIDENCE_K = 10
 

@@ -51,9 +51,9 @@ from ..answer.details import ContextDetails, JudgeDetails, RerankDetails, Select
 from ..contracts import RunTrace, Turn
 from ..errors import DatasetError
 from ..library import Library
-from ..steps import Step
 from ..store import LOCAL_OWNER, ChunkRow
 from ..text.tokens import has_cjk
+from ..trace.steps import Step
 from .grading import AnswerGrader, GradeInput, grade_summary
 from .metrics import percentile
 from .multidoc import QAPart, evidence_ids, parse_groups, parse_parts, part_figures, rounds_of

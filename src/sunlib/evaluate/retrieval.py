@@ -32,8 +32,8 @@ from ..ingest.chunkers import make_chunker
 from ..ingest.ids import sha256_hex
 from ..library import Library
 from ..providers import create_reranker
-from ..steps import Step
 from ..sync.indexing import Progress
+from ..trace.steps import Step
 from .beir import BeirDataset
 from .metrics import mrr_at_k, ndcg_at_k, percentile, recall_at_k
 

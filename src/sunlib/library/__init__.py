@@ -1,5 +1,5 @@
 """The library: a vault and its index, the composition root of every part (``core.Library``), with
-what it shares between the libraries derived from it (``compose``) and its per-vault gate
+what it shares between the libraries derived from it (``shared``) and its per-vault gate
 calibration (``calibration``, ``probes``)."""
 
 from .core import Library, build_asker

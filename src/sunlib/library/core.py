@@ -54,15 +54,15 @@ from ..sync.indexing import (
     sync_text,
 )
 from ..trace import Listener, Tracer
-from .compose import Shared, ThreadStores
 from .location import DB_NAME, Location, locate
 from .notes import Notes
 from .records import Calibration, CalibrationState, Embedding, SpaceRole, Status
+from .shared import Shared, ThreadStores
 
 if TYPE_CHECKING:
     from ..answer.pipeline import Asker
     from ..answer.result import AskResult
-    from .compose import IndexStore
+    from .shared import IndexStore
 
 
 PACE_STALE_S = 60.0  # an embedding run silent this long is taken to have stopped
@@ -74,7 +74,7 @@ def _quiet(phase: str, done: int, total: int) -> None:
 
 
 class Library:
-    """A vault and its index; the composition root of its parts (see ``sunlib.library.compose``).
+    """A vault and its index; the composition root of its parts (see ``sunlib.library.shared``).
 
     Settings are frozen and ``settings`` cannot be reassigned: ``with_settings`` gives a
     new Library. Each part (connections, embedder, ask pipeline) is built once from the

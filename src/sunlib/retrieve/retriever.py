@@ -32,9 +32,9 @@ import numpy as np
 from ..config import SearchSettings
 from ..contracts import RouteScore
 from ..providers.chat import ChatModel
-from ..steps import Step
 from ..store import Space, Store, Visibility
 from ..trace import Tracer
+from ..trace.steps import Step
 from .fusion import fuse
 from .routes import (
     CrossLanguageRoute,

@@ -18,12 +18,12 @@ import numpy as np
 
 from ..errors import ProviderError
 from ..providers.chat import ChatMessage, ChatModel, ChatRequest
-from ..steps import Step
 from ..store import DocumentStore, LexicalIndex, Space, VectorIndex, Visibility
 from ..text import fts_query, fts_tokens
 from ..text.tokens import CJK_RUN as CJK_RUN
 from ..text.tokens import other_script, query_script
 from ..trace import StepRecorder, Tracer
+from ..trace.steps import Step
 
 Ranked = list[tuple[str, float]]
 

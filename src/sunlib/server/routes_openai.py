@@ -39,10 +39,10 @@ from ..answer.result import AskResult
 from ..contracts import Turn
 from ..errors import SunlibError, UserError
 from ..retrieve.engine import MAX_QUERY_CHARS
-from ..steps import Step
 from ..text.refs import REF
 from ..text.tokens import estimate_tokens
 from ..trace import Listener, as_details
+from ..trace.steps import Step
 from .auth import owner_for, principals_for
 from .errors import ApiError, log, status_of
 from .openai_schemas import (

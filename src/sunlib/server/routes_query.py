@@ -18,8 +18,8 @@ from ..answer.details import ContextDetails, read
 from ..answer.result import AskResult
 from ..contracts import StepTrace, to_jsonable
 from ..errors import SunlibError
-from ..steps import Step, describe
 from ..trace import Listener, as_details
+from ..trace.steps import Step, describe
 from .auth import is_admin, owner_for, principals_for
 from .errors import ERROR_RESPONSES, SSE_RESPONSE, body
 from .schemas import AskBody, AskOut, SearchBody, SearchOut, StepsOut

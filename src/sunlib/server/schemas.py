@@ -406,7 +406,7 @@ class StepInfoOut(Out):
 
 
 class StepsOut(Out):
-    """The step registry as ``GET /api/steps`` serves it (see ``sunlib.steps.describe``)."""
+    """The step registry as ``GET /api/steps`` serves it (see ``sunlib.trace.steps.describe``)."""
 
     steps: list[StepInfoOut]
     ask: list[str] = Field(description="the steps of a single-shot ask, in order")

@@ -1,9 +1,8 @@
 """Storage behind three protocols (DocumentStore, LexicalIndex, VectorIndex) and the SQLite
 backend that implements them in one file (FTS5 + sqlite-vec). SQL lives only in this package."""
 
-from .ann import AnnState, DerivedVectors, UsearchVectors
 from .connection import connect, versions
-from .memory import MatrixCache, NumpyVectors
+from .numpy_vectors import MatrixCache, NumpyVectors
 from .postings import DerivedLexical, PostingsLexical, PostingsState
 from .protocols import (
     LOCAL_OWNER,
@@ -32,7 +31,8 @@ from .protocols import (
     embed_text_for,
 )
 from .sqlite import DENSE_ENGINES, LEXICAL_ENGINES, SqliteStore
-from .vectors import SqliteVectors
+from .sqlite_vec import SqliteVectors
+from .usearch import AnnState, DerivedVectors, UsearchVectors
 
 __all__ = [
     "DENSE_ENGINES",

@@ -13,7 +13,7 @@ For one row D and the query's phrases q_1..q_n (``fts5_aux.c``, ``fts5Bm25Functi
 
 with k1 = 1.2 and b = 0.75 (FTS5's constants), f the phrase's hits in the row, |D| the row's
 tokens and n(q) the rows holding q. With the statistics of the whole table the result is FTS5's
-``-bm25()`` to float precision (tests/test_bm25_visible.py checks it).
+``-bm25()`` to float precision (tests/unit/store/test_bm25_visible.py checks it).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 process-wide registry that shares one copy in memory between connections.
 
 Two engines keep such data in the index folder, each in a directory named after the SQLite file:
-the HNSW graphs (``sunlib.ann/``, store/ann.py) and the lexical postings (``sunlib.postings/``,
+the HNSW graphs (``sunlib.ann/``, store/usearch.py) and the lexical postings (``sunlib.postings/``,
 store/postings.py). One structure (one graph, one set of postings) is a JSON stamp naming the data
 files of its current save::
 

@@ -146,7 +146,7 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     CREATE INDEX conversation_turns_run ON conversation_turns(run_id);
     """,
     # 6 (4 stamps the vectors written before 3): when each vector was written, the write
-    # generation of its transaction, so derived indexes (the HNSW graphs of store/ann.py) tell a
+    # generation of its transaction, so derived indexes (the HNSW graphs of store/usearch.py) tell a
     # replaced vector from the one they hold for its chunk.
     "ALTER TABLE vector_stamps ADD COLUMN written INTEGER NOT NULL DEFAULT 0;",
     # 7: owners. A run and a conversation belong to the caller that saved them ("local", or

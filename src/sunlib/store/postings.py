@@ -48,8 +48,8 @@ import numpy as np
 from .bm25 import K1, B, idf, varint
 from .db import Db, batches, chunk_ids_of
 from .derived import DerivedFiles, Registry, array_writer, derived_folder, open_array
-from .inverted import EMPTY, Segment, Term, Tokenised, build, top_k
-from .lexical import SqliteLexical, phrases_of
+from .fts5 import SqliteLexical, phrases_of
+from .postings_segment import EMPTY, Segment, Term, Tokenised, build, top_k
 from .protocols import DocumentStore, Visibility, chunk_tokens
 
 FORMAT = 1  # the files below; a save of another format is rebuilt
@@ -513,7 +513,7 @@ def _ranked(
     view: _View, phrases: Sequence[str], acl: _Mask, shown: _Mask, limit: int
 ) -> tuple[np.ndarray, list[float]]:
     """The top ``limit`` row positions among ``shown`` (score DESC, rowid) and their scores: BM25
-    with the statistics of the ``acl`` rows (inverted.top_k), each phrase's postings in query order."""
+    with the statistics of the ``acl`` rows (postings_segment.top_k), each phrase's postings in query order."""
     avgdl = acl.tokens / acl.count or 1.0  # rows of no tokens match nothing anyway
     everything = shown.count == len(view.rowids)  # every row visible and live: no mask to apply
     rows = None if everything else shown.rows

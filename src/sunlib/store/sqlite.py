@@ -7,8 +7,9 @@ SQLite) or ``postings`` (an inverted index of the same tokens in numpy arrays, k
 index folder beside the file: store/postings.py); and its ``vectors`` index, chosen from
 ``DENSE_ENGINES``: ``sqlite-vec`` (KNN inside SQLite), ``numpy`` (the same vectors, searched
 in memory) or ``usearch`` / ``usearch-f16`` / ``usearch-i8`` (an HNSW graph derived from the same vectors, kept
-in the index folder beside the file: store/ann.py). SQL lives in this package only:
-documents.py, lexical.py, postings.py, vectors.py, ann.py.
+in the index folder beside the file: store/usearch.py). SQL lives in this package only:
+documents.py, fts5.py, postings.py, sqlite_vec.py, usearch.py (the module of each engine is named after
+what it wraps; postings.py and postings_segment.py are sunlib's own inverted index).
 """
 
 from __future__ import annotations
@@ -20,16 +21,16 @@ from typing import Any
 import apsw
 
 from ..errors import ConfigError
-from .ann import AnnState, UsearchVectors
 from .conversations import SqliteConversations
 from .db import Db
 from .documents import SqliteDocuments
 from .errors import at_boundary
-from .lexical import SqliteLexical
-from .memory import NumpyVectors
+from .fts5 import SqliteLexical
+from .numpy_vectors import NumpyVectors
 from .postings import PostingsLexical, PostingsState, postings_folder
 from .protocols import DocumentStore, LexicalIndex, Reconciled, Space, VectorIndex
-from .vectors import SqliteVectors
+from .sqlite_vec import SqliteVectors
+from .usearch import AnnState, UsearchVectors
 
 
 def _sqlite_vec(db: Db, documents: DocumentStore) -> VectorIndex:

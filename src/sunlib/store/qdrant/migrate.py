@@ -23,7 +23,7 @@ from ...config import StoreSettings
 from ...errors import UserError
 from ..protocols import Space, VectorIndex, VectorItem
 from ..sqlite import SqliteStore
-from ..vectors import SqliteVectors
+from ..sqlite_vec import SqliteVectors
 from . import open_qdrant_store
 from .source import chunk_sources, token_totals
 from .store import QdrantStore

