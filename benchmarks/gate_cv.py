@@ -23,9 +23,9 @@ from typing import Any
 
 from benchmarks.common import CALIBRATION_QA, SAMPLE_VAULT, TEST_QA
 from sunlib import Library
-from sunlib.answer.router import language
 from sunlib.evaluate.calibrate import SENTENCE_WEIGHTS, Fit, fit_gate
 from sunlib.evaluate.qa import load_qa, run_case
+from sunlib.text import language
 
 
 def cross_validate(

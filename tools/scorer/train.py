@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from sunlib.answer.router import language
 from sunlib.answer.scorer import (
     ANSWERABLE_FEATURES,
     BASE_FEATURES,
@@ -53,6 +52,7 @@ from sunlib.answer.stages import Question, Reranked
 from sunlib.config import sunlib_home
 from sunlib.library import Library
 from sunlib.providers import sentence_model
+from sunlib.text import language
 from sunlib.trace import Tracer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -50,10 +50,9 @@ from dataclasses import dataclass
 
 from ..contracts import AnswerSentence, Citation, Evidence, SourceCard
 from ..store import NoteRecord
-from ..text import TermWeights, content_terms, fts_tokens, sentence_spans
+from ..text import TermWeights, content_terms, fts_tokens, language, sentence_spans
 from ..text.refs import REF, forged_markers, strip_refs
 from ..text.render import render_markdown
-from .router import language
 
 Support = Callable[[Sequence[tuple[str, str]]], list[float]]  # (claim, passage) pairs -> probabilities
 

@@ -15,9 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..text import content_terms, is_cjk
+from ..text import content_terms, is_cjk, language
 from ..text.terms import names
-from .router import language
 
 Kind = Literal["fact", "comparison", "enumeration", "procedure", "multi_part"]
 

@@ -40,6 +40,7 @@ from ..providers import (
 )
 from ..retrieve.engine import MAX_QUERY_CHARS
 from ..store import LOCAL_OWNER, RunRecord, Store, Visibility
+from ..text import language
 from ..trace import Listener, Tracer
 from ..trace.steps import Step
 from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
@@ -52,7 +53,7 @@ from .judge import AnswerabilityJudge, Judged, JudgeStage
 from .plan_stage import create_planner_model
 from .refusals import joined, localized, refusal
 from .result import AskResult
-from .router import Router, direct_reply, language
+from .router import Router, direct_reply
 from .select import Selection, Vectors
 from .stages import (
     Chain,

@@ -19,7 +19,7 @@ from typing import Protocol
 from ..contracts import RouteDecision
 from ..errors import ProviderError
 from ..providers import ChatMessage, ChatModel, ChatRequest, Writer
-from ..text import is_cjk
+from ..text import language
 
 _GREETING = re.compile(
     r"^\s*(hi|hello|hey|yo|good (morning|afternoon|evening)|thanks?( you)?|thank you( very much)?|thx|bye|goodbye"
@@ -42,13 +42,6 @@ ROUTER_PROMPT = """Classify the user's message for a notes assistant. Reply with
 {"route": "rag" or "direct", "reason": "<short public reason>", "confidence": <0..1>}
 "direct" only for greetings, thanks, or questions about the assistant itself. Anything that could be answered
 from the user's notes is "rag". When unsure, answer "rag"."""
-
-
-def language(text: str) -> str:
-    """ "zh" when at least a fifth of the non-space characters are CJK, else "en"."""
-    chars = [ch for ch in text if not ch.isspace()]
-    cjk = sum(1 for ch in chars if is_cjk(ch))
-    return "zh" if chars and cjk * 5 >= len(chars) else "en"
 
 
 def direct_reply(question: str) -> str:

@@ -42,13 +42,12 @@ from ..config import AnswerSettings
 from ..contracts import Evidence, Ranked, Reading, ScoredUnit
 from ..providers.registry import Embedder, Reader
 from ..store import ChunkRow, DocumentStore
-from ..text import TermWeights
+from ..text import TermWeights, language
 from ..text.sentences import clean_sentence, sentence_spans
 from ..text.terms import as_words, fold, has_content, names, token_set
 from ..text.tokens import text_script
 from .expect import Expectation, expected_answer
 from .gate import Gate, GateDecision, GateSignals, ReaderSignal, RefusalGate, gate_key
-from .router import language
 from .scorer import AnswerScorer, Passage, answerable_features
 
 __all__ = ["GATE_DEPTH", "Gate", "Selection", "best_sentence_cosine", "evidence_from", "expand", "gate_key", "select"]

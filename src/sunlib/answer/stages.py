@@ -101,7 +101,7 @@ class Retrieve(Protocol):
 @dataclass(frozen=True)
 class Question:
     text: str
-    lang: str  # "en" or "zh", as the router's language() detects it
+    lang: str  # "en" or "zh", as text.language() detects it
     filters: SearchFilters | None
     principals: tuple[str, ...]
     on_token: Callable[[str], None] | None = None

@@ -35,9 +35,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..answer.gate import Gate, gate_key
-from ..answer.router import language
 from ..errors import DatasetError
 from ..library import Library
+from ..text import language
 from .qa import QACase, run_case
 
 WEIGHTS = tuple(round(i * 0.05, 2) for i in range(21))

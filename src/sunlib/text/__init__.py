@@ -3,7 +3,7 @@
 from .render import render_markdown
 from .sentences import sentence_spans
 from .terms import Term, TermWeights, content_terms
-from .tokens import estimate_tokens, fts_query, fts_tokens, is_cjk, query_terms, token_weight
+from .tokens import estimate_tokens, fts_query, fts_tokens, is_cjk, language, query_terms, token_weight
 
 __all__ = [
     "Term",
@@ -13,6 +13,7 @@ __all__ = [
     "fts_query",
     "fts_tokens",
     "is_cjk",
+    "language",
     "query_terms",
     "render_markdown",
     "sentence_spans",

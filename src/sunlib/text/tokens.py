@@ -73,6 +73,14 @@ def is_cjk(ch: str) -> bool:
     return bool(CJK_RUN.fullmatch(ch))
 
 
+def language(text: str) -> str:
+    """A question's or a passage's language for answering: "zh" when at least a fifth of the
+    non-space characters are CJK, else "en"."""
+    chars = [ch for ch in text if not ch.isspace()]
+    cjk = sum(1 for ch in chars if is_cjk(ch))
+    return "zh" if chars and cjk * 5 >= len(chars) else "en"
+
+
 # Scripts, for cross-language retrieval: a text is "cjk" when its CJK characters are at least
 # as many as its other words, else "other". So "how does sunlib split 中文?" is English, a
 # Chinese note's paragraph with a line of code is Chinese, and an English release note that

@@ -10,10 +10,10 @@ import pytest
 from sunlib import Library
 from sunlib.answer.citations import ATTRIBUTION_THRESHOLD, claims, verify, without_repeats
 from sunlib.answer.context import Budget, build_context
-from sunlib.answer.router import RuleRouter, language
+from sunlib.answer.router import RuleRouter
 from sunlib.contracts import Evidence
 from sunlib.ingest.ids import sha256_hex, utf16_slice
-from sunlib.text import TermWeights
+from sunlib.text import TermWeights, language
 from sunlib.text.refs import REF
 from sunlib.trace.steps import ASK_STEPS, Step
 from tests.support.e5_vectors import e5_spaces, load_saved_vectors, waiting_chunks
