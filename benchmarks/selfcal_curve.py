@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from sunlib import Library
-from sunlib.answer.scorer import load_params
+from sunlib.answer.gate.scorer import load_params
 from sunlib.evaluate.qa import load_qa
 from sunlib.library.calibration import best_threshold, choose, rates, run_probes
 from sunlib.library.probes import Probe, make_probes

@@ -4,7 +4,7 @@ The public API: ``Library`` (open a vault, index, search, ask, ``notes``), its s
 its calls return and the errors they raise. Everything else is internal and may change.
 """
 
-from .answer.result import AskResult
+from .answer import AskResult
 from .config import Settings, load_settings
 from .contracts import (
     AnswerFrame,

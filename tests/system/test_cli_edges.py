@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sunlib.answer.refusals import refusal
+from sunlib.answer.gate.refusals import refusal
 from tests.support.clients import SCREENSHOTS_ENV, ctrl_c_default, screenshot_dir, sunlib
 from tests.support.paths import ROOT, index_of
 

@@ -1,4 +1,4 @@
-"""Fit the answer scorer (``sunlib.answer.scorer``) on labelled data and write its parameters.
+"""Fit the answer scorer (``sunlib.answer.gate.scorer``) on labelled data and write its parameters.
 
     # 1. features: every question goes through the real pipeline up to selection
     python -m tools.scorer.train extract OUT_DIR [--data ../shared/data]
@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from sunlib.answer.scorer import (
+from sunlib.answer.gate.scorer import (
     ANSWERABLE_FEATURES,
     BASE_FEATURES,
     NO_COSINE,
@@ -47,8 +47,8 @@ from sunlib.answer.scorer import (
     answerable_features,
     with_derived,
 )
-from sunlib.answer.select import Selection
-from sunlib.answer.stages import Question, Reranked
+from sunlib.answer.gate.select import Selection
+from sunlib.answer.single.stages import Question, Reranked
 from sunlib.config import sunlib_home
 from sunlib.library import Library
 from sunlib.providers import sentence_model

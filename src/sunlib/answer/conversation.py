@@ -31,7 +31,7 @@ from itertools import groupby
 from ..contracts import FollowUp, Turn
 from ..store import ConversationRecord
 from ..text import content_terms, is_cjk
-from .router import RuleRouter
+from .single.router import RuleRouter
 
 SHORT_WORDS = 6  # "and what about its default value?" is six words; a real new question is longer
 SHORT_CJK = 12  # "那它的默认值是多少呢" is ten characters

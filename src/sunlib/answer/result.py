@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..contracts import AnswerFrame, RouteDecision, RunTrace
-from .citations import Verification
-from .gate import GateDecision, GateSignals
-from .select import Selection
+from .gate.gate import GateDecision, GateSignals
+from .gate.select import Selection
+from .single.citations import Verification
 
 
 @dataclass(frozen=True)

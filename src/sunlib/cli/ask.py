@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from ..answer.result import AskResult
+from ..answer import AskResult
 from ..contracts import AnswerFrame, RunTrace, to_jsonable
 from ..errors import UserError
 from ..library import Library

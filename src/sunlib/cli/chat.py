@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ..answer.result import AskResult
+from ..answer import AskResult
 from ..contracts import Turn
 from ..errors import NotFound, SunlibError
 from ..library import Library

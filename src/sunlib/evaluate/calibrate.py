@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..answer.gate import Gate, gate_key
+from ..answer.gate.gate import Gate, gate_key
 from ..errors import DatasetError
 from ..library import Library
 from ..text import language

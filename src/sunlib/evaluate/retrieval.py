@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..answer.relevance import term_weights
+from ..answer.gate.relevance import term_weights
 from ..config import Settings, sunlib_home
 from ..errors import UserError
 from ..ingest.chunkers import make_chunker

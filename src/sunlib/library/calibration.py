@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..answer.gate import selfcal_key
-from ..answer.result import AskResult
-from ..answer.scorer import load_params
+from ..answer import AskResult
+from ..answer.gate.gate import selfcal_key
+from ..answer.gate.scorer import load_params
 from ..config import Settings
 from ..errors import UserError
 from ..store import DocumentStore, Space

@@ -60,8 +60,8 @@ from .records import Calibration, CalibrationState, Embedding, SpaceRole, Status
 from .shared import Shared, ThreadStores
 
 if TYPE_CHECKING:
-    from ..answer.pipeline import Asker
-    from ..answer.result import AskResult
+    from ..answer import AskResult
+    from ..answer.asker import Asker
     from .shared import IndexStore
 
 
@@ -471,8 +471,8 @@ class Library:
         """Which threshold the learned gate uses here and why: ``state`` is ``settings``,
         ``calibrated``, ``stale`` (made with other scorer parameters: run ``sunlib calibrate``
         again), ``uncalibrated`` or ``off`` (the score gate, or no scorer parameters)."""
-        from ..answer.gate import calibration_applies, learned_threshold, selfcal_key
-        from ..answer.scorer import load_params
+        from ..answer.gate.gate import calibration_applies, learned_threshold, selfcal_key
+        from ..answer.gate.scorer import load_params
 
         answer = self.settings.answer
         space = self.space.name if self.settings.search.mode != "bm25" else None
@@ -570,9 +570,9 @@ def build_asker(library: Library, writer: Writer | None = None, reranker: Rerank
     """The ask pipeline of a library: its settings, its search as the retrieval seam, its store,
     and providers created from its settings (the LLM router and the answerability judge when the
     writer is an LLM; the judge also with ``[answer] judge = "llm"``)."""
-    from ..answer.judge import create_judge
-    from ..answer.pipeline import Asker  # the answer stages load with the first question, not with the library
-    from ..answer.router import create_router
+    from ..answer.asker import Asker  # the answer stages load with the first question, not with the library
+    from ..answer.single.judge import create_judge
+    from ..answer.single.router import create_router
 
     settings = library.settings
     # The Asker outlives any one request thread: it reads through the library's per-thread

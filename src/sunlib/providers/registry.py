@@ -73,7 +73,7 @@ BUILTINS = (
     _builtin("reranker", "fusion", "rerankers.fusion:create_fusion"),
     _builtin("reader", "sunlib", "readers.onnx:create_bundled"),
     # the extractive writer quotes units scored by the answer stage, so it lives there (named, never imported)
-    _builtin("writer", "extractive", "sunlib.answer.extractive:create_extractive"),
+    _builtin("writer", "extractive", "sunlib.answer.single.extractive:create_extractive"),
     _builtin("writer", "openai", "writers.llm:create_openai"),
     _builtin("writer", "llama-cpp", "writers.llm:create_llama"),
     _builtin("chat", "openai", "chat.openai:OpenAIChatModel"),

@@ -34,8 +34,8 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..answer import AskResult
 from ..answer.details import RouteDetails, SummaryDetails, read
-from ..answer.result import AskResult
 from ..contracts import Turn
 from ..errors import SunlibError, UserError
 from ..retrieve.engine import MAX_QUERY_CHARS

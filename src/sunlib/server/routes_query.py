@@ -14,8 +14,8 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
 from sse_starlette.sse import EventSourceResponse
 
+from ..answer import AskResult
 from ..answer.details import ContextDetails, read
-from ..answer.result import AskResult
 from ..contracts import StepTrace, to_jsonable
 from ..errors import SunlibError
 from ..trace import Listener, as_details

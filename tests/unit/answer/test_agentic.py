@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from sunlib import Library
-from sunlib.answer.agentic import TRANSITIONS
-from sunlib.answer.decompose import analyze, decompose
-from sunlib.answer.result import AskResult
+from sunlib.answer import AskResult
+from sunlib.answer.agentic.decompose import analyze, decompose
+from sunlib.answer.agentic.loop import TRANSITIONS
 from sunlib.contracts import StepTrace, to_jsonable
 from sunlib.server import create_app
 from sunlib.text.terms import names

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from sunlib import Library
-from sunlib.answer.agentic import TRANSITIONS
-from sunlib.answer.plan_rules import infer_scope
-from sunlib.answer.plan_stage import PLAN_BILINGUAL, PLAN_MARK, parse_plan
-from sunlib.answer.result import AskResult
-from sunlib.answer.rewrite import keyword_form, other_language
+from sunlib.answer import AskResult
+from sunlib.answer.agentic.loop import TRANSITIONS
+from sunlib.answer.agentic.plan_rules import infer_scope
+from sunlib.answer.agentic.plan_stage import PLAN_BILINGUAL, PLAN_MARK, parse_plan
+from sunlib.answer.agentic.rewrite import keyword_form, other_language
 from sunlib.contracts import SearchFilters, StepTrace, Turn
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.trace.steps import Step

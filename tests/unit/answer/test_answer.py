@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from sunlib import Library
-from sunlib.answer.citations import ATTRIBUTION_THRESHOLD, claims, verify, without_repeats
-from sunlib.answer.context import Budget, build_context
-from sunlib.answer.router import RuleRouter
+from sunlib.answer.single.citations import ATTRIBUTION_THRESHOLD, claims, verify, without_repeats
+from sunlib.answer.single.context import Budget, build_context
+from sunlib.answer.single.router import RuleRouter
 from sunlib.contracts import Evidence
 from sunlib.ingest.ids import sha256_hex, utf16_slice
 from sunlib.text import TermWeights, language

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from sunlib import Library
-from sunlib.answer.expect import Expectation, expected_answer
-from sunlib.answer.extractive import ExtractiveWriter
-from sunlib.answer.gate import E5, GateSignals, ScoreGate, dense_setting, lexical_setting, profile_for
-from sunlib.answer.select import Gate, gate_key
-from sunlib.answer.units import KINDS
+from sunlib.answer.gate.expect import Expectation, expected_answer
+from sunlib.answer.gate.gate import E5, GateSignals, ScoreGate, dense_setting, lexical_setting, profile_for
+from sunlib.answer.gate.select import Gate, gate_key
+from sunlib.answer.gate.units import KINDS
+from sunlib.answer.single.extractive import ExtractiveWriter
 from sunlib.config import AnswerSettings, GateSetting, Settings
 from sunlib.contracts import BuiltContext, Evidence
 from sunlib.evaluate.calibrate import fit_gate

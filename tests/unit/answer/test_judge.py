@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sunlib import Library
-from sunlib.answer.judge import JUDGE_MAX_TOKENS, JUDGE_PROMPT, parse_verdict
+from sunlib.answer.single.judge import JUDGE_MAX_TOKENS, JUDGE_PROMPT, parse_verdict
 from sunlib.errors import ConfigError
 from sunlib.evaluate import evaluate_rag, load_qa
 from sunlib.server.app import create_app

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sunlib.answer.units import split_units
+from sunlib.answer.gate.units import split_units
 from sunlib.library import Library
 from sunlib.text.terms import TermWeights, as_words, content_terms
 
@@ -109,7 +109,7 @@ def test_how_does_x_work_frames_the_question() -> None:
 
 
 def test_the_extractive_answer_opens_with_the_unit_holding_the_readers_span() -> None:
-    from sunlib.answer.extractive import highlight, opener
+    from sunlib.answer.single.extractive import highlight, opener
     from sunlib.contracts import Reading, ScoredUnit
 
     text = "Here I'll show you how ports work. The server listens on port 8765 by default. Change it with --port."
@@ -126,7 +126,7 @@ def test_the_extractive_answer_opens_with_the_unit_holding_the_readers_span() ->
 
 
 def test_a_span_in_a_code_line_leaves_the_opening_to_the_scorer() -> None:
-    from sunlib.answer.extractive import opener
+    from sunlib.answer.single.extractive import opener
     from sunlib.contracts import Reading, ScoredUnit
 
     text = 'Run it like this:\n\n```bash\nsunlib ask "how large is a chunk"\n```\n\nA chunk holds about 500 tokens.\n'

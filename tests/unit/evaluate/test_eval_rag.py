@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sunlib import Library
-from sunlib.answer.select import gate_key
+from sunlib.answer.gate.select import gate_key
 from sunlib.errors import DatasetError
 from sunlib.evaluate import check_qa, evaluate_rag, load_qa
 from sunlib.evaluate.qa import TYPES

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sunlib import Library
-from sunlib.answer.gate import LearnedGate, build_gate, profile_for, selfcal_key
-from sunlib.answer.scorer import load_params
+from sunlib.answer.gate.gate import LearnedGate, build_gate, profile_for, selfcal_key
+from sunlib.answer.gate.scorer import load_params
 from sunlib.library.calibration import MAX_SHIFT, MIN_PER_CLASS, ProbeResult, best_threshold, choose, rates
 from sunlib.library.probes import (
     Probe,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sunlib.answer.router import ROUTER_PROMPT, LLMRouter, RuleRouter, create_router
+from sunlib.answer.single.router import ROUTER_PROMPT, LLMRouter, RuleRouter, create_router
 from sunlib.config import LLMSettings, load_settings
 from sunlib.errors import ConfigError, ProviderError, UnsupportedCapability
 from sunlib.providers import (

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from sunlib import Library
-from sunlib.answer.context import Budget, build_context
-from sunlib.answer.result import AskResult
-from sunlib.answer.router import DIRECT_REPLY, ROUTER_PROMPT
-from sunlib.answer.stages import CONFIDENCE_NOTES
+from sunlib.answer import AskResult
+from sunlib.answer.single.context import Budget, build_context
+from sunlib.answer.single.router import DIRECT_REPLY, ROUTER_PROMPT
+from sunlib.answer.single.stages import CONFIDENCE_NOTES
 from sunlib.config import load_settings
 from sunlib.contracts import Evidence, to_jsonable
 from sunlib.errors import MissingCredentials

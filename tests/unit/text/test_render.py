@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from sunlib.answer.citations import verify
-from sunlib.answer.extractive import ExtractiveWriter
+from sunlib.answer.single.citations import verify
+from sunlib.answer.single.extractive import ExtractiveWriter
 from sunlib.contracts import BuiltContext, Evidence
 from sunlib.providers.base import WriteRequest
 from sunlib.text import TermWeights

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..text import content_terms, is_cjk, language
-from ..text.terms import names
+from ...text import content_terms, is_cjk, language
+from ...text.terms import names
 
 Kind = Literal["fact", "comparison", "enumeration", "procedure", "multi_part"]
 
@@ -229,7 +229,7 @@ def _zh_first(a_full: str, size: int) -> str:
     """The first item of a pair: whole dictionary words from the end of ``a_full`` ("2021年中国" ->
     "中国", "北京冬奥会" for a four-character second item), until it is as long as the second item;
     without the dictionary, as many characters as the second item has (one more takes it all)."""
-    from ..text.dictionary import MAX_WORD, load_dictionary
+    from ...text.dictionary import MAX_WORD, load_dictionary
 
     words = load_dictionary()
     if words is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..store import Store, Visibility
-from ..text import TermWeights, content_terms
+from ...store import Store, Visibility
+from ...text import TermWeights, content_terms
 
 
 def term_weights(store: Store, text: str, principals: Sequence[str]) -> TermWeights:

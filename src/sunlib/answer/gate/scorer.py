@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from ..contracts import Ranked, ScoredUnit, Unit
-from ..providers.base import Embedder
-from ..text import TermWeights, fts_tokens, is_cjk
-from ..text.terms import fold, names
+from ...contracts import Ranked, ScoredUnit, Unit
+from ...providers.base import Embedder
+from ...text import TermWeights, fts_tokens, is_cjk
+from ...text.terms import fold, names
 from .expect import asked_types, expected_answer, stated_types
 from .units import KINDS, split_units
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..contracts import Refusal
+from ...contracts import Refusal
 
 
 def below(value: float, threshold: float, digits: int) -> str:

@@ -19,17 +19,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..config import Settings
-from ..contracts import SearchFilters
-from ..errors import ProviderError, UnsupportedCapability
-from ..providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
-from ..store import Store
-from ..trace import StepRecorder, Tracer
-from ..trace.steps import Step
+from ...config import Settings
+from ...contracts import SearchFilters
+from ...errors import ProviderError, UnsupportedCapability
+from ...providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
+from ...store import Store
+from ...trace import StepRecorder, Tracer
+from ...trace.steps import Step
+from ..single.stages import Question, Stage
 from .decompose import Decomposition, SubQuestion
 from .plan_rules import PartPlan, Plan, Scope, infer_scope, merged, part_queries, routes_for, rule_plan, scope_from
 from .rewrite import Rewrites
-from .stages import Question, Stage
 
 PLAN_MARK = "Plan the retrieval."  # the system prompt opens with it (tests route on it)
 PLAN_PROMPT = (
@@ -150,7 +150,7 @@ class PlanStage(Stage[Plan]):
 
 
 def _names(text: str) -> list[str]:
-    from ..text.terms import names
+    from ...text.terms import names
 
     return [n.text for n in names(text)]
 

@@ -48,11 +48,11 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..contracts import AnswerSentence, Citation, Evidence, SourceCard
-from ..store import NoteRecord
-from ..text import TermWeights, content_terms, fts_tokens, language, sentence_spans
-from ..text.refs import REF, forged_markers, strip_refs
-from ..text.render import render_markdown
+from ...contracts import AnswerSentence, Citation, Evidence, SourceCard
+from ...store import NoteRecord
+from ...text import TermWeights, content_terms, fts_tokens, language, sentence_spans
+from ...text.refs import REF, forged_markers, strip_refs
+from ...text.render import render_markdown
 
 Support = Callable[[Sequence[tuple[str, str]]], list[float]]  # (claim, passage) pairs -> probabilities
 

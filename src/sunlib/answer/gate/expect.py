@@ -22,9 +22,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..text import fts_tokens, sentence_spans
-from ..text.terms import QUESTION_WORDS
-from ..text.tokens import STOPWORDS
+from ...text import fts_tokens, sentence_spans
+from ...text.terms import QUESTION_WORDS
+from ...text.tokens import STOPWORDS
 
 _EN_NUMBER = (
     r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|fifty|"

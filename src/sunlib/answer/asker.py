@@ -1,31 +1,27 @@
 """The ask pipeline: one question in; a cited answer or a refusal with its reasons out.
 
-    Intent Router -> BM25 Retrieval || Dense Retrieval -> Hybrid Fusion -> Reranking
-    -> Selection/Refusal -> Context Builder (with neighbour expansion)
-    -> Answerability Judge (an LLM, when on) -> Writer -> Citation Verifier -> Run Summary
+    [follow-up made standalone] -> single shot (answer.single.shot) | agentic loop (answer.agentic.loop)
+    -> the answer frame -> Run Summary -> the saved run
 
-``Asker`` runs the stages (``answer.stages``) in straight-line, type-checked code through
-one Tracer (``SingleShot.run``), so the CLI's ``--explain``, the server's SSE events and the
-web UI's run chain all show the same records, then composes the answer frame from the
-stages' typed outputs (``Outcome``) and saves the run. Retrieval applies the asking
-principals' ACL inside the store, so nothing in the frame or the trace comes from a note
-they cannot see. ``Asker`` depends on settings, a retrieval callable, the store and its
-providers; ``sunlib.library.build_asker`` wires them for a ``Library``.
+``Asker`` builds the stages (``answer.single.stages``) once and, per question, runs either the
+single shot (``SingleShot.run``: every stage once, in straight-line, type-checked code) or the
+agentic loop over the same stage objects, all through one Tracer, so the CLI's ``--explain``, the
+server's SSE events and the web UI's run chain all show the same records. It then composes the
+answer frame from the stages' typed outputs (``Outcome``, ``AgenticOutcome``) and saves the run.
+Retrieval applies the asking principals' ACL inside the store, so nothing in the frame or the
+trace comes from a note they cannot see. ``Asker`` depends on settings, a retrieval callable, the
+store and its providers; ``sunlib.library.build_asker`` wires them for a ``Library``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
 
 from ..config import Settings
 from ..contracts import (
     AnswerFrame,
-    BuiltContext,
     Refusal,
-    RouteDecision,
     RunTrace,
     SearchFilters,
     Turn,
@@ -43,32 +39,29 @@ from ..store import LOCAL_OWNER, RunRecord, Store, Visibility
 from ..text import language
 from ..trace import Listener, Tracer
 from ..trace.steps import Step
-from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
-from .citations import Verification, source_cards
+from .agentic.decompose import Analysis, analyze
+from .agentic.loop import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
+from .agentic.plan_stage import create_planner_model
 from .conversation import follow_up
-from .decompose import Analysis, analyze
 from .details import SummaryDetails
-from .gate import profile_for
-from .judge import AnswerabilityJudge, Judged, JudgeStage
-from .plan_stage import create_planner_model
-from .refusals import joined, localized, refusal
+from .gate.gate import profile_for
+from .gate.refusals import joined, localized, refusal
+from .gate.select import Selection, Vectors
 from .result import AskResult
-from .router import Router, direct_reply
-from .select import Selection, Vectors
-from .stages import (
-    Chain,
+from .single.citations import source_cards
+from .single.judge import AnswerabilityJudge, JudgeStage
+from .single.router import Router, direct_reply
+from .single.shot import Outcome, SingleShot
+from .single.stages import (
     ContextStage,
     Question,
     RerankStage,
     Retrieve,
-    Retrieved,
     RetrieveStage,
     RouteStage,
     SelectStage,
-    Stage,
     VerifyStage,
     WriteStage,
-    Written,
     traced,
 )
 
@@ -76,58 +69,6 @@ REFUSAL_TEXT = {
     "en": "I can't answer this from your notes: {reason}.",
     "zh": "无法根据你的笔记回答这个问题：{reason}。",
 }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What the single-shot stages returned; a stage after a halt did not run (None)."""
-
-    route: RouteDecision
-    retrieved: Retrieved | None = None
-    selection: Selection | None = None
-    context: BuiltContext | None = None
-    judged: Judged = field(default_factory=Judged)
-    written: Written | None = None
-    verification: Verification | None = None
-
-
-@dataclass(frozen=True)
-class SingleShot:
-    """The single-shot path: route, retrieve, rerank, select, context, judge, write, verify."""
-
-    route: RouteStage
-    retrieve: RetrieveStage
-    rerank: RerankStage
-    select: SelectStage
-    context: ContextStage
-    judge: JudgeStage
-    write: WriteStage
-    verify: VerifyStage
-
-    def run(self, q: Question, tracer: Tracer) -> Outcome:
-        chain = Chain(tracer, self.in_order())
-        route = chain.run(self.route, lambda: self.route.run(q, tracer))
-        if chain.halted:
-            return Outcome(route)
-        retrieved = chain.run(self.retrieve, lambda: self.retrieve.run(q, tracer))
-        reranked = chain.run(self.rerank, lambda: self.rerank.run(q, retrieved, tracer))
-        sel = chain.run(self.select, lambda: self.select.run(q, retrieved, reranked, tracer))
-        if chain.halted:
-            return Outcome(route, retrieved, sel)
-        context = chain.run(self.context, lambda: self.context.run(sel, tracer))
-        judged = chain.run(self.judge, lambda: self.judge.run(q, context, tracer))
-        if chain.halted:
-            return Outcome(route, retrieved, sel, context, judged)
-        written = chain.run(self.write, lambda: self.write.run(q, retrieved.weights, sel, context, tracer))
-        if chain.halted or written.draft is None:
-            return Outcome(route, retrieved, sel, context, judged, written)
-        draft = written.draft
-        checked = chain.run(self.verify, lambda: self.verify.run(context, draft, tracer))
-        return Outcome(route, retrieved, sel, context, judged, written, checked)
-
-    def in_order(self) -> tuple[Stage[Any], ...]:
-        """The stages in the order they run (the fields' order)."""
-        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 class Asker:

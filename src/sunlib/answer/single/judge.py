@@ -29,17 +29,17 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Settings
-from ..contracts import BuiltContext, Refusal
-from ..errors import ProviderError, UnsupportedCapability
-from ..providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
-from ..providers.writers.llm import FENCE_RULE, evidence_prompt
-from ..text import estimate_tokens
-from ..trace import Tracer
-from ..trace.steps import Step
+from ...config import Settings
+from ...contracts import BuiltContext, Refusal
+from ...errors import ProviderError, UnsupportedCapability
+from ...providers import ChatMessage, ChatModel, ChatRequest, Writer, create_chat_model
+from ...providers.writers.llm import FENCE_RULE, evidence_prompt
+from ...text import estimate_tokens
+from ...trace import Tracer
+from ...trace.steps import Step
+from ..details import JudgeDetails
+from ..gate.refusals import refusal
 from .context import render_source
-from .details import JudgeDetails
-from .refusals import refusal
 from .stages import Question, Stage
 
 JUDGE_MAX_TOKENS = 96  # the verdict and one short reason; a longer reply is cut, and still parses

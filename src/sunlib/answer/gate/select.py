@@ -38,14 +38,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..config import AnswerSettings
-from ..contracts import Evidence, Ranked, Reading, ScoredUnit
-from ..providers.registry import Embedder, Reader
-from ..store import ChunkRow, DocumentStore
-from ..text import TermWeights, language
-from ..text.sentences import clean_sentence, sentence_spans
-from ..text.terms import as_words, fold, has_content, names, token_set
-from ..text.tokens import text_script
+from ...config import AnswerSettings
+from ...contracts import Evidence, Ranked, Reading, ScoredUnit
+from ...providers.registry import Embedder, Reader
+from ...store import ChunkRow, DocumentStore
+from ...text import TermWeights, language
+from ...text.sentences import clean_sentence, sentence_spans
+from ...text.terms import as_words, fold, has_content, names, token_set
+from ...text.tokens import text_script
 from .expect import Expectation, expected_answer
 from .gate import Gate, GateDecision, GateSignals, ReaderSignal, RefusalGate, gate_key
 from .scorer import AnswerScorer, Passage, answerable_features

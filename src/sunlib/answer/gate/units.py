@@ -24,8 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..contracts import Unit
-from ..text.sentences import clean_sentence, is_quotable, sentence_spans
+from ...contracts import Unit
+from ...text.sentences import clean_sentence, is_quotable, sentence_spans
 
 KINDS = ("sentence", "definition", "heading", "item", "steps", "list", "row", "code")
 MAX_LIST_ITEMS = 12

@@ -33,9 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..config import AnswerSettings, GateSetting
-from ..contracts import Reading, Refusal
-from ..store import Store
+from ...config import AnswerSettings, GateSetting
+from ...contracts import Reading, Refusal
+from ...store import Store
 from .expect import Expectation
 from .refusals import joined, refusal
 from .scorer import Answerability, Params, load_params

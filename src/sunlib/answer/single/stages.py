@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from ..config import Settings
-from ..contracts import (
+from ...config import Settings
+from ...contracts import (
     BuiltContext,
     Draft,
     Evidence,
@@ -36,16 +36,14 @@ from ..contracts import (
     SearchResult,
     to_jsonable,
 )
-from ..errors import ProviderError
-from ..providers import Embedder, Reader, Reranker, Writer
-from ..providers.base import WriteRequest
-from ..store import Store
-from ..text import TermWeights
-from ..trace import Tracer
-from ..trace.steps import RETRIEVAL_STEPS, Step
-from .citations import Verification, verify
-from .context import Budget, build_context
-from .details import (
+from ...errors import ProviderError
+from ...providers import Embedder, Reader, Reranker, Writer
+from ...providers.base import WriteRequest
+from ...store import Store
+from ...text import TermWeights
+from ...trace import Tracer
+from ...trace.steps import RETRIEVAL_STEPS, Step
+from ..details import (
     AnswerabilityDetails,
     ContextDetails,
     ContextSource,
@@ -62,11 +60,13 @@ from .details import (
     WriteDetails,
     WriteFailed,
 )
-from .gate import GateProfile, build_gate
-from .relevance import term_weights
+from ..gate.gate import GateProfile, build_gate
+from ..gate.relevance import term_weights
+from ..gate.scorer import AnswerScorer, load_params
+from ..gate.select import Selection, Vectors, evidence_from, expand, select
+from .citations import Verification, verify
+from .context import Budget, build_context
 from .router import Router
-from .scorer import AnswerScorer, load_params
-from .select import Selection, Vectors, evidence_from, expand, select
 
 Out = TypeVar("Out")
 

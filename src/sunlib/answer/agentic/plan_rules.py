@@ -32,10 +32,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..config import Settings
-from ..contracts import Hit, SearchFilters
-from ..store import Store
-from ..text.tokens import text_script
+from ...config import Settings
+from ...contracts import Hit, SearchFilters
+from ...store import Store
+from ...text.tokens import text_script
 from .decompose import Decomposition, SubQuestion
 from .rewrite import Rewrites, keyword_form, other_language
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import Settings
-from ..contracts import Draft, Reading, ScoredUnit
-from ..providers.base import Embedder, Writer, WriteRequest
-from ..providers.registry import sentence_model
-from ..text import estimate_tokens, is_cjk
-from ..text.refs import forged_markers
-from ..text.tokens import text_script
-from .scorer import AnswerScorer, Passage, load_params
+from ...config import Settings
+from ...contracts import Draft, Reading, ScoredUnit
+from ...providers.base import Embedder, Writer, WriteRequest
+from ...providers.registry import sentence_model
+from ...text import estimate_tokens, is_cjk
+from ...text.refs import forged_markers
+from ...text.tokens import text_script
+from ..gate.scorer import AnswerScorer, Passage, load_params
 
 # A unit follows the first one only if its probability is at least this share of the best one's.
 # Chosen on the training sets (the package-README set and the calibration set, with

@@ -16,10 +16,10 @@ import json
 import re
 from typing import Protocol
 
-from ..contracts import RouteDecision
-from ..errors import ProviderError
-from ..providers import ChatMessage, ChatModel, ChatRequest, Writer
-from ..text import language
+from ...contracts import RouteDecision
+from ...errors import ProviderError
+from ...providers import ChatMessage, ChatModel, ChatRequest, Writer
+from ...text import language
 
 _GREETING = re.compile(
     r"^\s*(hi|hello|hey|yo|good (morning|afternoon|evening)|thanks?( you)?|thank you( very much)?|thx|bye|goodbye"

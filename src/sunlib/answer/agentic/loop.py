@@ -27,20 +27,16 @@ import time
 from dataclasses import dataclass
 from functools import partial
 
-from ..config import AnswerSettings
-from ..contracts import BuiltContext, Evidence, Hit
-from ..providers import ChatModel
-from ..trace import StepRecorder, Tracer
-from ..trace.steps import Step
-from .citations import Verification, without_repeats
-from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
-from .details import AgentDetails, PartDetails, RoundDetails, Transition
-from .plan_rules import PartPlan, Plan, narrowed
-from .plan_stage import PlanStage
-from .relevance import term_weights
-from .rewrite import Rewrites, RewriteStage
-from .select import Selection
-from .stages import (
+from ...config import AnswerSettings
+from ...contracts import BuiltContext, Evidence, Hit
+from ...providers import ChatModel
+from ...trace import StepRecorder, Tracer
+from ...trace.steps import Step
+from ..details import AgentDetails, PartDetails, RoundDetails, Transition
+from ..gate.relevance import term_weights
+from ..gate.select import Selection
+from ..single.citations import Verification, without_repeats
+from ..single.stages import (
     ContextStage,
     Question,
     RerankStage,
@@ -52,6 +48,10 @@ from .stages import (
     Written,
     traced,
 )
+from .decompose import Analysis, Decomposition, SubQuestion, analyze, decompose
+from .plan_rules import PartPlan, Plan, narrowed
+from .plan_stage import PlanStage
+from .rewrite import Rewrites, RewriteStage
 
 # (state, event) -> the next state
 TRANSITIONS: dict[tuple[str, str], str] = {

@@ -23,15 +23,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..contracts import FollowUp
-from ..retrieve.routes import OtherScript
-from ..store import Store, Visibility
-from ..text.terms import CATEGORY_WORDS, CJK_FRAME, DEGREE_WORDS, QUESTION_WORDS
-from ..text.tokens import CJK_RUN as CJK_RUN
-from ..text.tokens import STOPWORDS, has_cjk
-from ..trace import Tracer
-from ..trace.steps import Step
-from .stages import Question, Stage
+from ...contracts import FollowUp
+from ...retrieve.routes import OtherScript
+from ...store import Store, Visibility
+from ...text.terms import CATEGORY_WORDS, CJK_FRAME, DEGREE_WORDS, QUESTION_WORDS
+from ...text.tokens import CJK_RUN as CJK_RUN
+from ...text.tokens import STOPWORDS, has_cjk
+from ...trace import Tracer
+from ...trace.steps import Step
+from ..single.stages import Question, Stage
 
 # CJK characters that only glue a question together: dropped at the edges of a run
 _CJK_GLUE = "的了吗呢吧啊呀么是在有和与或也都就还要会能请问我你"
@@ -106,7 +106,7 @@ def _cjk_keywords(text: str) -> str:
 def other_language(text: str) -> str | None:
     """``text`` as words of the other language (CC-CEDICT), Latin names kept; None when the
     dictionary is not installed or nothing translates."""
-    from ..text.dictionary import load_dictionary
+    from ...text.dictionary import load_dictionary
 
     dictionary = load_dictionary()
     if dictionary is None:

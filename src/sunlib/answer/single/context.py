@@ -20,9 +20,9 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..contracts import BuiltContext, Evidence
-from ..text import estimate_tokens
-from ..text.refs import defuse_refs
+from ...contracts import BuiltContext, Evidence
+from ...text import estimate_tokens
+from ...text.refs import defuse_refs
 
 
 @dataclass(frozen=True)
