@@ -3,7 +3,9 @@
 Every import counts: module level, inside functions (lazy) and under ``TYPE_CHECKING``. A
 package may import from its own layer or any layer below, never above; no two modules import
 each other, directly or round a loop; and no name starting with ``_`` is imported from another
-module. The checker also runs on a small package made to break each rule, so it can fail.
+module. Inside a package, its parts may be ordered too (``SUBLAYERS``: answer's gate, single shot and
+agentic loop), and a part imports none above it. The checker also runs on a small package made to
+break each rule, so it can fail.
 
 The tests follow the same layers: a test file sits in the folder of the layer it tests
 (tests/unit/<layer>/), or in tests/contract/ or tests/system/, and imports no private name.
@@ -39,6 +41,14 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     )
 )
 DATA_PACKAGES = frozenset({"qa", "web", "sample_vault"})  # files, no code that imports
+
+# Inside a package of ``LAYERS``, its parts bottom to top (a subpackage or a module directly in it);
+# a part imports only from its own or those below it, and the package's other modules sit above them
+# all. In answer/: the step records every stage writes, the refusal gate, the single-shot path, the
+# agentic loop over it; the top (asker.py, result.py, conversation.py) chooses one and builds the frame.
+SUBLAYERS: dict[str, tuple[str, ...]] = {
+    "answer": ("details", "gate", "single", "agentic"),
+}
 
 
 def module_name(path: Path, src: Path) -> str:
@@ -93,6 +103,31 @@ def upward(graph: Mapping[str, set[tuple[str, str]]], layers: tuple[frozenset[st
             for mod, found in graph.items()
             for target, _ in found
             if layer_of(target, layers) > layer_of(mod, layers)
+        }
+    )
+
+
+def sublayer_of(module: str, order: tuple[str, ...]) -> int:
+    """Where a module of a package sits among ``order`` (the package's parts): above them all when it
+    is in none (the package's ``__init__`` and its other top modules)."""
+    parts = module.split(".")
+    return order.index(parts[2]) if len(parts) > 2 and parts[2] in order else len(order)
+
+
+def part_name(module: str, order: tuple[str, ...]) -> str:
+    i = sublayer_of(module, order)
+    return f"{top(module)}.{order[i]}" if i < len(order) else f"{top(module)} (top)"
+
+
+def upward_within(graph: Mapping[str, set[tuple[str, str]]], sublayers: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Imports from a part of a package to a part above it (``SUBLAYERS``)."""
+    return sorted(
+        {
+            f"{mod} imports {target} ({part_name(target, order)} is above {part_name(mod, order)})"
+            for mod, found in graph.items()
+            if (order := sublayers.get(top(mod))) is not None
+            for target, _ in found
+            if top(target) == top(mod) and sublayer_of(target, order) > sublayer_of(mod, order)
         }
     )
 
@@ -152,6 +187,17 @@ def code_modules(graph: dict[str, set[tuple[str, str]]]) -> dict[str, set[tuple[
 
 def test_no_package_imports_a_layer_above_its_own() -> None:
     assert upward(code_modules(imports(SRC, "sunlib")), LAYERS) == []
+
+
+def test_no_part_of_a_package_imports_a_part_above_it() -> None:
+    assert upward_within(imports(SRC, "sunlib"), SUBLAYERS) == []
+
+
+def test_every_part_in_sublayers_exists() -> None:
+    for package, order in SUBLAYERS.items():
+        for part in order:
+            here = SRC / "sunlib" / package
+            assert (here / part).is_dir() or (here / f"{part}.py").is_file(), f"{package}.{part}"
 
 
 def test_no_import_cycles_between_modules() -> None:
@@ -221,9 +267,22 @@ def test_the_checker_finds_each_kind_of_break(tmp_path: Path) -> None:
         "def f():\n    from . import c\n"  # lazy, and back to the module that imports this one
     )
     (pkg / "low" / "c.py").write_text("from .a import f, _hidden\n")
-    (pkg / "high" / "b.py").write_text("class B: ...\n")
+    (pkg / "high" / "b.py").write_text("from .mid.e import E\n")  # the package's top: may import any part
+    for part in ("base", "mid"):
+        (pkg / "high" / part).mkdir()
+        (pkg / "high" / part / "__init__.py").write_text("")
+    (pkg / "high" / "base" / "d.py").write_text(
+        "from ..mid.e import E\n"  # up a part
+        "def g():\n    from ..b import B\n"  # lazy, up to the package's top
+    )
+    (pkg / "high" / "base" / "f.py").write_text("F = 1\n")
+    (pkg / "high" / "mid" / "e.py").write_text("from ..base.f import F\nclass E: ...\n")  # down a part: allowed
     graph = imports(tmp_path, "demo")
     layers = (frozenset({"low"}), frozenset({"high"}), frozenset({"demo"}))
     assert upward(graph, layers) == ["demo.low.a imports demo.high.b (layer high is above low)"]
     assert cycles(graph) == [["demo.low.a", "demo.low.c"]]
     assert private(graph) == ["demo.low.c imports _hidden from demo.low.a"]
+    assert upward_within(graph, {"high": ("base", "mid")}) == [
+        "demo.high.base.d imports demo.high.b (high (top) is above high.base)",
+        "demo.high.base.d imports demo.high.mid.e (high.mid is above high.base)",
+    ]
