@@ -2,5 +2,5 @@
 
 * ``tools.reader``: the reader model, ``src/sunlib/providers/readers/e5reader/``;
 * ``tools.static``: the fast embedding tier, ``src/sunlib/providers/embedders/e5fast/``;
-* ``tools.scorer``: the answer scorer's parameters, ``src/sunlib/answer/scorer.json``.
+* ``tools.scorer``: the answer scorer's parameters, ``src/sunlib/answer/gate/scorer.json``.
 """

@@ -211,7 +211,7 @@ class AnswerSettings(BaseModel):
     # "reader": the reader's best probability over the kept passages (reader_threshold below; with
     # reader = "none" the score gate decides); measured below the score gate on the tuning sets this
     # round (docs/evaluation.md "The reader"), so it is opt-in. "learned": the answer scorer's
-    # probability that the evidence answers the question (answer/scorer.py, trained on SQuAD 2.0,
+    # probability that the evidence answers the question (answer/gate/scorer.py, trained on SQuAD 2.0,
     # CMRC2018, the package-README set and the calibration set), refused below answerable_threshold
     # (None: the shipped one), the same for every vault.
     gate: Literal["reader", "learned", "score"] = "score"
@@ -223,7 +223,7 @@ class AnswerSettings(BaseModel):
     # The score gate. Gate score = (w * top dense cosine + (1 - w) * query-term coverage of the
     # evidence + v * best sentence cosine) / (1 + v), with v the sentence weight (0 unless set);
     # below the threshold the question is refused. Left unset (None), each comes from the
-    # embedding provider's gate profile (answer/gate.py: the numbers calibrated for e5 on the
+    # embedding provider's gate profile (answer/gate/gate.py: the numbers calibrated for e5 on the
     # bundled calibration set, src/sunlib/qa/sample_vault_calibration.jsonl); values calibrated
     # for the active embedding space (`sunlib eval calibrate`) are stored in the index and win
     # over both. Set gate_threshold or gate_cosine_weight for one gate for every language; left
@@ -254,7 +254,7 @@ class AnswerSettings(BaseModel):
     context_max_tokens: int = Field(2500, ge=100)
     max_sentences: int = Field(4, ge=1, le=20)  # extractive writer
     save_runs: bool = True
-    # Agentic answering (answer/agentic.py): "single" asks in one shot; "agentic" runs every question
+    # Agentic answering (answer/agentic/loop.py): "single" asks in one shot; "agentic" runs every question
     # through the loop (decompose, retrieve and select per sub-question, follow up on gaps, write,
     # verify, fall back part by part); "auto" runs only comparisons and multi-part questions through it.
     mode: Literal["single", "agentic", "auto"] = "single"
@@ -262,7 +262,7 @@ class AnswerSettings(BaseModel):
     agentic_parts: int = Field(4, ge=1, le=8)  # sub-questions
     agentic_retrievals: int = Field(10, ge=1, le=50)  # retrievals in one run
     agentic_seconds: float = Field(30.0, gt=0.0, le=600.0)  # the loop's time budget
-    # Who plans the loop's sub-questions, queries and filters (answer/plan_stage.py): "rules" offline;
+    # Who plans the loop's sub-questions, queries and filters (answer/agentic/plan_stage.py): "rules" offline;
     # "llm" a chat model's JSON plan (the writer's model, else judge_provider's from [llm]), checked
     # against a schema, with the rules as the fallback; "auto" the LLM plan when the writer is an LLM.
     planner: Literal["auto", "rules", "llm"] = "auto"

@@ -361,7 +361,7 @@ class AnswerFrame:
 
 @dataclass(frozen=True)
 class Refusal:
-    """One reason to refuse: a code from ``answer.refusals.CODES``, its parameters, and the sentence
+    """One reason to refuse: a code from ``answer.gate.refusals.CODES``, its parameters, and the sentence
     users read (rendered from the two)."""
 
     code: str
@@ -390,7 +390,7 @@ class BuiltContext:
 
 @dataclass(frozen=True)
 class Unit:
-    """A quotable piece of a passage (``answer.units`` splits passages into them)."""
+    """A quotable piece of a passage (``answer.gate.units`` splits passages into them)."""
 
     kind: str  # one of KINDS
     text: str  # as quoted in an answer

@@ -1,1 +1,1 @@
-"""Builds the answer scorer's parameters, ``src/sunlib/answer/scorer.json`` (``python -m tools.scorer.train``)."""
+"""Builds the answer scorer's parameters, ``src/sunlib/answer/gate/scorer.json`` (``python -m tools.scorer.train``)."""

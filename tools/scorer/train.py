@@ -3,7 +3,7 @@
     # 1. features: every question goes through the real pipeline up to selection
     python -m tools.scorer.train extract OUT_DIR [--data ../shared/data]
     # 2. fit both models on the training questions, report on the validation ones, write scorer.json
-    python -m tools.scorer.train fit OUT_DIR [--write src/sunlib/answer/scorer.json]
+    python -m tools.scorer.train fit OUT_DIR [--write src/sunlib/answer/gate/scorer.json]
 
 Training data (none of it is a set docs/evaluation.md reports on):
 

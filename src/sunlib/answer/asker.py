@@ -107,7 +107,7 @@ class Asker:
             WriteStage(settings, writer),
             VerifyStage(settings, writer, reader),
         )
-        # the agentic loop reuses the same stage objects (answer/agentic.py)
+        # the agentic loop reuses the same stage objects (answer/agentic/loop.py)
         self.loop = AgenticLoop(
             settings.answer,
             one.retrieve,

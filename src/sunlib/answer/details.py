@@ -5,7 +5,7 @@ keeps it as plain JSON (``trace.as_details``), which is what ``--explain``, the 
 the web UI and saved runs show. Python readers (the evaluation, the OpenAI-compatible
 routes) read a step back with ``read(step, SelectionDetails)`` and so on, never by string key,
 so a renamed field fails the type check instead of reading ``None``. ``RECORDS`` names the
-record of each step, and ``steps.INFO``'s lead keys must be fields of it (tests/test_trace.py).
+record of each step, and ``steps.INFO``'s lead keys must be fields of it (tests/unit/kernel/test_trace.py).
 
 Field metadata: ``FLAT`` spreads a mapping's keys into the record's own (a reranker's or a
 writer's own details); ``OMIT`` leaves the key out when the value is None (a single question's

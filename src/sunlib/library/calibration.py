@@ -22,7 +22,7 @@ below t. The fit:
 
 The result (threshold, the shipped one, the optimum, the probe counts, refusal and false
 refusal rates on the probes before and after, the date, the scorer parameters it was made
-with) is stored in the index meta under ``selfcal:<space>`` (``answer.gate.selfcal_key``).
+with) is stored in the index meta under ``selfcal:<space>`` (``answer.gate.gate.selfcal_key``).
 ``build_gate`` uses it when no ``[answer] answerable_threshold`` is set and the scorer
 parameters are the ones it was made with.
 """

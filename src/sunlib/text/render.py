@@ -34,7 +34,7 @@ them when it makes one line of a sentence).
 
 Rendering never produces a ``[ref:`` marker: what it uncovers (``\\[ref:x\\]`` -> ``[ref:x]``)
 is defused (``refs.defuse_refs``). The function is pure and keeps no offsets: the
-citation verifier reads a chunk both as written and as rendered (``answer.citations``),
+citation verifier reads a chunk both as written and as rendered (``answer.single.citations``),
 so a quote in rendered form still matches the note it came from.
 """
 

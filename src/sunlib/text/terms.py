@@ -8,7 +8,7 @@ occurs in the text, so a straddle never counts against a text that says the word
 Function characters (的, 了, 吗, 什么 ...) are not terms.
 
 Terms carry weights (the index's inverse document frequency, see
-``answer.relevance``), so a word in every note counts for little and a word in none
+``answer.gate.relevance``), so a word in every note counts for little and a word in none
 counts for a lot.
 """
 

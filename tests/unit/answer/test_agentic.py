@@ -1,4 +1,4 @@
-"""The agentic loop (answer/agentic.py) on the hash-indexed sample vault: decomposition rules in
+"""The agentic loop (answer/agentic/loop.py) on the hash-indexed sample vault: decomposition rules in
 English and Chinese, evidence from both notes of a comparison, part-by-part fallback, the caps,
 the nested trace, and the single-shot default left as it was."""
 

@@ -1,4 +1,4 @@
-"""The agentic loop's rewrite and plan states (answer/rewrite.py, answer/plan_rules.py, answer/plan_stage.py)
+"""The agentic loop's rewrite and plan states (answer/agentic/: rewrite.py, plan_rules.py, plan_stage.py)
 on the hash-indexed sample vault: the question's forms, a follow-up made standalone, filters
 inferred from the question (and only those the asker can see), a chat model's JSON plan from a
 real local server (good, invalid, failing), and the multi-document evaluation (``--mode both``)."""

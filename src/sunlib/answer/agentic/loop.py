@@ -11,9 +11,9 @@ table: (state, event) -> next state. ``AgenticLoop.run`` walks it and records ev
 transition (which state ran, the event, why, the next state) in the ``Agentic Loop``
 span; each retrieval round is a ``Round`` span nested under it (iteration 1, 2, ...)
 holding that round's retrieval, rerank and selection steps, so ``--explain``, the SSE
-stream and saved runs show the rounds under the question. ``rewrite`` (``answer.rewrite``)
-gives the question's standalone, keyword and other-language forms; ``decompose``
-(``answer.decompose``) its sub-questions; ``plan`` (``answer.plan_rules``, ``answer.plan_stage``) each
+stream and saved runs show the rounds under the question. Beside this module in
+``answer.agentic``: ``rewrite`` gives the question's standalone, keyword and other-language
+forms; ``decompose`` its sub-questions; ``plan`` (``plan_rules``, ``plan_stage``) each
 sub-question's queries, routes, k and inferred filters, by rules or by a chat model's validated
 JSON plan. A round that leaves a gap asks the gap's query (the missing names and terms), else the
 plan's next form. Retrieval, reranking, selection (the gate's sufficiency judgement), the context

@@ -1,10 +1,10 @@
 """The rules' plan for the agentic loop, and the plan records: per sub-question, its queries, routes, k
-and filters (``Plan``, ``PartPlan``, ``Scope``). The plan stage (``answer.plan_stage``) returns them.
+and filters (``Plan``, ``PartPlan``, ``Scope``). The plan stage (``answer.agentic.plan_stage``) returns them.
 
 Rules (offline, always available):
 
 * **queries**, in the order the rounds ask them: the sub-question; its keyword form; the other
-  language's variant (``answer.rewrite``). A round that leaves a gap asks the gap's query first
+  language's variant (``answer.agentic.rewrite``). A round that leaves a gap asks the gap's query first
   (the missing names and terms), then the next planned form.
 * **filters** the question implies (``infer_scope``), each kept only when it names something the
   asker can see in the index:
@@ -21,7 +21,7 @@ Rules (offline, always available):
   retrieval (so enough remain).
 
 With a chat model (``[answer] planner``: ``llm``, or ``auto`` with an LLM writer), the plan stage
-asks the model for a JSON plan (``answer.plan_stage``); a plan that fails, is not JSON or does not
+asks the model for a JSON plan (``answer.agentic.plan_stage``); a plan that fails, is not JSON or does not
 validate falls back to these rules, and the step says why.
 """
 

@@ -1,4 +1,4 @@
-"""The plan stage: the rules' plan (``answer.plan_rules``), or a chat model's JSON plan validated first.
+"""The plan stage: the rules' plan (``answer.agentic.plan_rules``), or a chat model's JSON plan validated first.
 
     PlanStage   Question, Rewrites, Decomposition -> Plan      (step "Retrieval Plan")
 

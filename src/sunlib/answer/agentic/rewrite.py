@@ -13,7 +13,7 @@
   Latin letters (``top_k``, ``APIRouter``) are kept. Only when the vault holds chunks in the
   other script; None when it does not, or when the dictionary is not installed.
 
-Rules only: nothing here calls a model. The plan (``answer.plan_rules``) turns these forms into the
+Rules only: nothing here calls a model. The plan (``answer.agentic.plan_rules``) turns these forms into the
 queries of each sub-question.
 """
 

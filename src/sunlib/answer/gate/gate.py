@@ -5,7 +5,7 @@ turns it into a ``GateDecision`` (passed, score, threshold, the ``Refusal`` reco
 
 ``LearnedGate`` (``[answer] gate = "learned"``) refuses below a threshold on
 the answer scorer's calibrated probability that the evidence answers the question
-(``answer.scorer``), plus the two checks below. Its threshold: ``[answer]
+(``answer.gate.scorer``), plus the two checks below. Its threshold: ``[answer]
 answerable_threshold`` when set, else the vault's own from ``sunlib calibrate``
 (``evaluate.selfcal``, stored per embedding space under ``selfcal:<space>``) when it was
 made with the shipped scorer parameters, else the shipped one. Without shipped scorer

@@ -4,12 +4,12 @@ Two logistic models, fitted by ``tools/scorer/train.py`` on labelled data (SQuAD
 CMRC2018, the bundled calibration set; docs/evaluation.md) and shipped as the small file
 ``scorer.json`` beside this module. Inference is a dot product in numpy.
 
-* The **unit model** gives every answer unit of the evidence (``answer.units``) the
+* The **unit model** gives every answer unit of the evidence (``answer.gate.units``) the
   probability that it states the answer. Its features: the unit's and its heading's cosine
   with the question under the sentence model (USE by default), the IDF-weighted share of
   the question's terms in it (stems; CJK bigrams), how much it says beyond the question's
   own words, the question's names it mentions, whether it states the kind of value the
-  question asks for (``answer.expect.asked_types``), its kind and position, and its
+  question asks for (``answer.gate.expect.asked_types``), its kind and position, and its
   passage's rank and score.
 * The **answerability model** turns the best units' probabilities and the gate signals
   (dense cosine, coverage, the name and quantity checks, the question's language against

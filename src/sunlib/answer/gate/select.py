@@ -14,12 +14,12 @@
   Thresholds are per embedding space, and within it per question language when the
   calibration set had enough questions in that language: calibrated ones stored in
   the index win over settings, and settings over the space's profile. Selection
-  measures the signals (``GateSignals``); the decision is the gate's (``answer.gate``),
+  measures the signals (``GateSignals``); the decision is the gate's (``answer.gate.gate``),
   with one ``Refusal`` (code, parameters, message) per reason.
 * Two checks that no score can replace, each with its own reason: every name the
   question mentions (``HNSW``, ``--as``, ``macOS``; see ``text.terms.names``) must
   appear in the selected evidence, and a question that asks for a duration, a size or
-  a count must find one stated there (``answer.expect``).
+  a count must find one stated there (``answer.gate.expect``).
 * The reader (``[answer] reader``, providers/readers) reads the question with every kept
   passage (its heading path on a first line): the probability that it answers and the
   answer's span, in offsets of the chunk text. The reader gate decides on the best of them

@@ -16,7 +16,7 @@ passages is taken), and the marker of that passage is written after it in the an
 (``Verification.text``), flagged ``attributed`` in its sentence. A claim that cites a
 wrong chunk is not re-attributed: it stays unsupported. A draft that holds the run's fence
 line echoes the prompt rather than answering it, and nothing in it is attributed
-(``answer.stages.VerifyStage``).
+(``answer.single.stages.VerifyStage``).
 
 A chunk says what its note text says *and* what that text shows once rendered
 (``text.render``): writers quote the rendered form (``See Note > Setup``, not
@@ -107,7 +107,7 @@ def without_repeats(drafts: Sequence[str]) -> list[str]:
     """The drafts with every sentence that an earlier one (or an earlier place in the same draft)
     already says taken out, compared without markers and whitespace, each kept sentence as written
     with its markers; a draft left empty is "". The agentic loop writes one draft per part over
-    overlapping evidence (answer/agentic.py)."""
+    overlapping evidence (answer/agentic/loop.py)."""
     seen: set[str] = set()
     out: list[str] = []
     for draft in drafts:

@@ -6,8 +6,8 @@ below. Without one, or when the reader's span lies outside every unit (in the he
 code line, the scorer's best unit opens.
 
 The units (sentences, list items with their lead-in, whole numbered lists, table rows with
-their header, definition lines, code lines; ``answer.units``) come scored by the learned
-answer scorer (``answer.scorer``): the probability that each states the answer. The best
+their header, definition lines, code lines; ``answer.gate.units``) come scored by the learned
+answer scorer (``answer.gate.scorer``): the probability that each states the answer. The best
 one opens the answer. At most ``max_sentences - 1`` more follow, best first, each only if
 its probability is at least ``FOLLOW_SHARE`` of the best one's and it adds something: a
 unit already contained in a quoted one (an item of a quoted list, a sentence repeated by a

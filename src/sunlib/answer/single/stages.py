@@ -5,12 +5,12 @@
     RerankStage    Question, Retrieved                       -> Reranked
     SelectStage    Question, Retrieved, Reranked             -> Selection      (signals + gate decision)
     ContextStage   Selection                                 -> BuiltContext   (expansion + budget)
-    JudgeStage     Question, BuiltContext                    -> Judged         (answer/judge.py: the LLM's verdict)
+    JudgeStage     Question, BuiltContext                    -> Judged         (judge.py: the LLM's verdict)
     WriteStage     Question, Retrieved, Selection, BuiltContext -> Written
     VerifyStage    BuiltContext, Written                     -> Verification
 
 A stage is built once (from settings and its providers) and run once per question. The
-single-shot path (``answer.pipeline``) and the agentic loop call ``run`` in straight-line code,
+single-shot path (``answer.single.shot``) and the agentic loop call ``run`` in straight-line code,
 each call through a ``Chain``: a stage records the trace steps it names in ``steps``; a step it
 leaves unrecorded is marked skipped with ``unrecorded(step)`` as the reason, and when
 ``halt(out)`` returns a reason, every later stage's steps are marked skipped with it. The
