@@ -15,9 +15,10 @@ them for a ``Library``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
 from ..contracts import (
@@ -41,13 +42,10 @@ from ..retrieve.engine import MAX_QUERY_CHARS
 from ..steps import Step
 from ..store import LOCAL_OWNER, RunRecord, Store, Visibility
 from ..trace import Listener, Tracer
-from .agentic import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
 from .citations import Verification, source_cards
 from .conversation import follow_up
-from .decompose import Analysis, analyze
 from .gate import profile_for
 from .judge import AnswerabilityJudge, Judged, JudgeStage
-from .planner import create_planner_model
 from .refusals import joined, localized, refusal
 from .result import AskResult
 from .router import Router, direct_reply, language
@@ -68,6 +66,10 @@ from .stages import (
     Written,
     run_stages,
 )
+
+if TYPE_CHECKING:
+    from .agentic import AgenticLoop, AgenticOutcome
+    from .decompose import Analysis
 
 REFUSAL_TEXT = {
     "en": "I can't answer this from your notes: {reason}.",
@@ -123,18 +125,23 @@ class Asker:
             write_stage,
             verify_stage,
         )
-        # the agentic loop reuses the same stage objects (answer/agentic.py)
+        # the agentic loop reuses the same stage objects (answer/agentic.py); it is built on first use,
+        # with the modules it needs (its planner's too): a single-shot question never imports them
         self.route_stage = route_stage
-        self.loop = AgenticLoop(
-            settings.answer,
-            retrieve_stage,
-            rerank_stage,
-            select_stage,
-            context_stage,
-            write_stage,
-            verify_stage,
-            create_planner_model(settings, writer),
-        )
+        self._loop_stages = (retrieve_stage, rerank_stage, select_stage, context_stage, write_stage, verify_stage)
+        self._loop: AgenticLoop | None = None
+        self._loop_lock = threading.Lock()
+
+    @property
+    def loop(self) -> AgenticLoop:
+        with self._loop_lock:
+            if self._loop is None:
+                from .agentic import AgenticLoop
+                from .planner import create_planner_model
+
+                planner = create_planner_model(self.settings, self.writer)
+                self._loop = AgenticLoop(self.settings.answer, *self._loop_stages, planner)
+            return self._loop
 
     def ask(
         self,
@@ -167,6 +174,9 @@ class Asker:
         started = time.time()
         mode = self.settings.answer.mode if agentic is None else ("agentic" if agentic else "single")
         if mode != "single":
+            from .agentic import mode_reason, wants_loop
+            from .decompose import analyze
+
             analysis = analyze(q.text)
             if wants_loop(mode, analysis):
                 why = mode_reason(mode, analysis)
