@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from clients import sunlib, sunlib_process
 from sunlib import Library
 
 PROBE = """
@@ -69,3 +72,51 @@ def test_a_cold_single_shot_ask_builds_no_agentic_loop(e5_library: Library) -> N
     loaded = _modules(e5_library, "ask", "What is the SUNLIB_HOME environment variable used for?", "--no-save")
     assert {"onnxruntime", "sunlib.answer.pipeline"} <= loaded  # the reader and the stages do run
     assert sorted(m for m in ASK_NEVER if m in loaded) == []
+
+
+def _without_run_ids(text: str) -> str:
+    return re.sub(r"run_[0-9a-f]{16}", "run_…", text)
+
+
+def test_the_program_ends_a_search_or_an_ask_at_once_with_the_same_output_and_status(hash_vault: Path) -> None:
+    """``python -m sunlib`` (``cli.run``) ends a ``FAST_EXIT`` verb with ``os._exit`` once its output is
+    flushed: stdout, stderr and the exit status are those of ``cli.main`` (a refusal is 2, an error 1)."""
+    env = {"SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    cases = [
+        ("search", "empty ACL", "--vault", str(hash_vault), "--json"),
+        ("search", "empty ACL", "--vault", str(hash_vault), "-n", "3"),
+        ("ask", "Which port does the sunlib web server listen on?", "--vault", str(hash_vault), "--no-save"),
+        ("ask", "x", "--vault", str(hash_vault / "nowhere")),
+    ]
+    statuses = []
+    for args in cases:
+        program, inside = sunlib_process(*args, env=env), sunlib(*args, env=env)
+        assert program.returncode == inside.returncode, (args, program.stderr)
+        assert _without_run_ids(program.stdout) == _without_run_ids(inside.stdout), args
+        assert program.stderr == inside.stderr, args
+        statuses.append(program.returncode)
+    assert statuses == [0, 0, 2, 1]
+
+
+FINAL = """
+import atexit, sys
+atexit.register(lambda: print("interpreter teardown", file=sys.stderr))
+sys.argv = ["sunlib", *sys.argv[1:]]
+from sunlib.cli import run
+run()
+"""
+
+
+def test_a_search_skips_the_interpreter_teardown_and_a_status_call_does_not(hash_vault: Path) -> None:
+    env = {**os.environ, "SUNLIB_EMBEDDING__PROVIDER": "hash"}
+    for verb, torn_down in (("search", False), ("status", True)):
+        args = [verb, "empty ACL"] if verb == "search" else [verb]
+        r = subprocess.run(
+            [sys.executable, "-c", FINAL, *args, "--vault", str(hash_vault)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert r.returncode == 0, r.stderr
+        assert ("interpreter teardown" in r.stderr) is torn_down, (verb, r.stderr)
