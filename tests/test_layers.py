@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
-        "errors version config contracts steps trace",  # the kernel
+        "errors version config config_sources contracts steps trace",  # the kernel
         "text",
         "ingest",
         "store",
