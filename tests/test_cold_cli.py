@@ -120,3 +120,28 @@ def test_a_search_skips_the_interpreter_teardown_and_a_status_call_does_not(hash
         )
         assert r.returncode == 0, r.stderr
         assert ("interpreter teardown" in r.stderr) is torn_down, (verb, r.stderr)
+
+
+BLAS = """
+import os, sys
+sys.argv = ["sunlib", *sys.argv[1:]]
+import sunlib.cli as cli
+real = cli.main
+def main(args):
+    print("blas threads", os.environ.get("OPENBLAS_NUM_THREADS"), "numpy loaded", "numpy" in sys.modules)
+    real(args)
+cli.main = main
+cli.run()
+"""
+
+
+def test_a_search_runs_blas_on_one_thread_unless_the_caller_chose(hash_vault: Path) -> None:
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    }
+    for extra, expected in (({}, "blas threads 1 numpy loaded False"), ({"OMP_NUM_THREADS": "2"}, "blas threads None")):
+        env = {**base, **extra, "SUNLIB_EMBEDDING__PROVIDER": "hash"}
+        argv = [sys.executable, "-c", BLAS, "search", "empty ACL", "--vault", str(hash_vault), "--json"]
+        r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith(expected), r.stdout[:200]

@@ -81,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 # nothing after their output (an ask's run is saved and the index closed before it prints); every
 # other verb (an index run, a server) ends as usual.
 FAST_EXIT = frozenset({"search", "ask"})
+# ... and they run numpy's BLAS on one thread unless the caller chose a count: one question's
+# matrices are small, and starting OpenBLAS's pool of threads cost more than it saved (30 to 60 ms
+# of a cold search on two cores). The models run one thread each by default ([embedding] threads).
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
 def run() -> NoReturn:
@@ -89,6 +93,8 @@ def run() -> NoReturn:
     args = sys.argv[1:]
     if not args or args[0] not in FAST_EXIT:
         main(args)
+    if not any(name in os.environ for name in BLAS_THREADS):  # read when numpy loads, after this
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     gc.disable()
     try:
         main(args)
