@@ -7,9 +7,11 @@ and English text, so the cross-language route runs) is copied to ``WORK/vault`` 
 with default settings (e5 and the ``use`` space complete: later runs reuse it). The baseline is a
 git worktree of ``--baseline`` at ``WORK/baseline``, run from the same virtualenv (its ``src`` first
 on ``PYTHONPATH``), over the same index (``SUNLIB_INDEX_DIR``) and home. Each arm runs once first
-so that its caches exist, as on any run after a user's first; that first run of this code, when it
-builds its caches, is reported apart. Then the arms alternate, ``--rounds`` times per verb, no
-server running; the median and the peak RSS (``wait4``) of each are written to docs/benchmarks.md.
+so that its caches exist, as on any run after a user's first (Python's bytecode caches too:
+``PYTHONDONTWRITEBYTECODE`` is dropped, as ``pip install`` writes them for an installed package);
+that first run of this code, when it builds its caches, is reported apart. Then the arms
+alternate, ``--rounds`` times per verb, no server running; the median and the peak RSS
+(``wait4``) of each are written to docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def main() -> None:
     vault, home, index = work / "vault", work / "home", work / "index"
     if not vault.is_dir():
         shutil.copytree(args.vault, vault)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SUNLIB_")}
+    # no SUNLIB_* setting of the caller's; bytecode written, as an installed package has it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SUNLIB_") and k != "PYTHONDONTWRITEBYTECODE"}
     env |= {"SUNLIB_HOME": str(home), "SUNLIB_INDEX_DIR": str(index), "SUNLIB_VAULT": str(vault)}
     baseline = work / "baseline"
     if not baseline.is_dir():

@@ -1,3 +1,3 @@
-from sunlib.cli import main
+from sunlib.cli import run
 
-main()
+run()

@@ -17,13 +17,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
 
+from .config_sources import merged
 from .errors import ConfigError
 
 CONFIG_NAME = "sunlib.toml"
@@ -367,8 +362,11 @@ class McpSettings(BaseModel):
     http: bool = True  # `sunlib serve` mounts the streamable HTTP transport at /mcp
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SUNLIB_", env_nested_delimiter="__", extra="forbid", frozen=True)
+class Settings(BaseModel):
+    """Every section. ``Settings(**values)`` reads the ``SUNLIB_*`` environment too, under ``values``
+    (``config_sources``); ``load_settings`` adds the config file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     index_dir: Path | None = None
     index: IndexSettings = Field(default_factory=IndexSettings)
@@ -380,17 +378,8 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The TOML file, when there is one, is set on a subclass by load_settings().
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**merged(type(self), values, os.environ))
 
 
 def load_settings(vault: Path | None = None, config_path: Path | None = None, **overrides: Any) -> Settings:
@@ -400,16 +389,15 @@ def load_settings(vault: Path | None = None, config_path: Path | None = None, **
         path = vault / CONFIG_NAME
     if path is not None and not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    settings_cls: type[Settings] = Settings
-    if path is not None:
-        settings_cls = type("FileSettings", (Settings,), {"model_config": {**Settings.model_config, "toml_file": path}})
     try:
-        return settings_cls(**overrides)
+        return Settings.model_validate(merged(Settings, overrides, os.environ, path))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         src = f" in {path}" if path else ""
         raise ConfigError(f"{_problem(first)} {where}{src}{_detail(first)}") from None
+    except ConfigError:
+        raise
     except Exception as exc:  # malformed TOML
         raise ConfigError(f"cannot read config {path}: {exc}") from None
 

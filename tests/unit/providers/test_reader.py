@@ -47,6 +47,38 @@ def test_shipped_reader_matches_its_card() -> None:
     assert 0.0 <= reading.probability <= 1.0 and 0 <= reading.start <= reading.end <= 31
 
 
+def test_the_session_from_the_cached_optimized_graph_computes_as_the_model(tmp_path: Path) -> None:
+    """``session_cache``: the first open saves the optimized graph, later ones open it with the
+    optimizations off; the outputs are those of a session opened from reader.onnx, bit for bit. A
+    damaged cache file is made again."""
+    import onnxruntime as ort
+
+    from sunlib.providers.readers import session_cache
+
+    model = BUNDLED / "reader.onnx"
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    cached = session_cache._cache_file(sha, ort.__version__)
+    assert cached is not None
+    cached.unlink(missing_ok=True)
+    plain = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    first = session_cache.open_session(model, sha, 1)  # optimizes, saves the graph
+    assert cached.is_file()
+    later = session_cache.open_session(model, sha, 1)  # opens the saved graph, optimizations off
+    rng = np.random.default_rng(7)
+    for n, tokens in ((1, 9), (3, 64), (6, 256)):
+        feed = {
+            "embeds": (rng.standard_normal((n, tokens, 384)) * 0.05).astype(np.float32),
+            "mask": (np.arange(tokens)[None, :] < rng.integers(4, tokens + 1, size=(n, 1))).astype(np.int64),
+        }
+        want = plain.run(None, feed)
+        for session in (first, later):
+            assert all(np.array_equal(a, b) for a, b in zip(session.run(None, feed), want, strict=True))
+    cached.write_bytes(b"not a model")
+    again = session_cache.open_session(model, sha, 1)
+    assert all(np.array_equal(a, b) for a, b in zip(again.run(None, feed), want, strict=True))
+    assert cached.stat().st_size > 1000  # made again
+
+
 def _copy(tmp_path: Path) -> Path:
     folder = tmp_path / "reader"
     shutil.copytree(BUNDLED, folder)

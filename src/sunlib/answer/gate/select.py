@@ -33,8 +33,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -53,6 +55,7 @@ from .scorer import AnswerScorer, Passage, answerable_features
 __all__ = ["GATE_DEPTH", "Gate", "Selection", "best_sentence_cosine", "evidence_from", "expand", "gate_key", "select"]
 
 GATE_DEPTH = 3  # chunks whose terms count towards coverage and confidence
+T = TypeVar("T")
 
 
 def best_sentence_cosine(question: str, texts: Sequence[str], model: Embedder) -> float | None:
@@ -215,6 +218,31 @@ def read_passages(reader: Reader, question: str, passages: Sequence[tuple[Sequen
     return ReaderSignal(tuple(out), reader.name)
 
 
+def in_background(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
+    """``fn(*args)`` on a thread of its own; the callable returned waits for its value (or raises
+    its exception). The reader's run (about 30 ms a passage, C++ that frees the GIL) overlaps the
+    sentence model and the answer scorer: the same values, sooner on a second core."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # handed to the waiting thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="sunlib-reader-read", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if "error" in box:
+            raise box["error"]
+        value: T = box["value"]
+        return value
+
+    return result
+
+
 def select(
     question: str,
     ranked: Sequence[Ranked],
@@ -235,6 +263,10 @@ def select(
     # a name the question uses may live only in the chunk's heading path or its note's title
     evidence_tokens = token_set(fold(" ".join((r.hit.title, *r.hit.heading_path, r.hit.text))) for r in kept)
     expects = expected_answer(question) if settings.check_answer_type else None
+    content = bool(weights) and has_content(question)
+    reading = None
+    if reader is not None and kept and content:  # its ONNX run frees the GIL: the signals below are measured meanwhile
+        reading = in_background(read_passages, reader, question, [(r.hit.heading_path, r.hit.text) for r in kept])
     signals = GateSignals(
         kept=len(kept),
         top_cosine=max(cosines) if cosines else None,
@@ -248,12 +280,8 @@ def select(
         ),
         expects=expects,
         expectation_met=expects is None or expects.met_by(texts),
-        content_terms=bool(weights) and has_content(question),
+        content_terms=content,
     )
-    if reader is not None and kept and signals.content_terms:
-        signals = replace(
-            signals, reading=read_passages(reader, question, [(r.hit.heading_path, r.hit.text) for r in kept])
-        )
     units: list[ScoredUnit] = []
     if scorer is not None and kept and signals.content_terms:
         passages = [Passage.of(r, i) for i, r in enumerate(kept, 1)]
@@ -272,6 +300,8 @@ def select(
             terms=len(weights.weights),
         )
         signals = replace(signals, answerability=scorer.answerability(features))
+    if reading is not None:
+        signals = replace(signals, reading=reading())
     per_chunk = [weights.coverage(token_set([r.hit.text]))[0] for r in head] if signals.content_terms else [0.0]
     confidence = sum(per_chunk) / len(per_chunk) if per_chunk else 0.0
     level = (

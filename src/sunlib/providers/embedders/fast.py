@@ -29,17 +29,25 @@ MAX_PIECES = 2048  # a chunk longer than this many pieces is represented by its 
 
 
 @cache
-def _model(folder: Path) -> tuple[object, np.ndarray, dict[str, object]]:
+def _table(folder: Path) -> tuple[np.ndarray, dict[str, object]]:
+    """The table (memory-mapped: its header only is read now) and its record."""
+    meta = json.loads((folder / "fast.json").read_text(encoding="utf-8"))
+    return np.load(folder / "vectors.npy", mmap_mode="r"), meta
+
+
+@cache
+def _tokenizer(expected: str) -> object:
+    """The reader's tokenizer, checked against the table's record: about 50 ms, so it is loaded when
+    a text is first embedded, not with the embedder (a search on a fully embedded index, where the
+    fast-tier route stays silent, never needs it)."""
     from tokenizers import Tokenizer
 
-    meta = json.loads((folder / "fast.json").read_text(encoding="utf-8"))
-    expected = meta["sha256"]["tokenizer.json"]
     if hashlib.sha256(TOKENIZER.read_bytes()).hexdigest() != expected:
         raise ProviderError(f"{TOKENIZER} is not the vocabulary the fast tier was made with; rebuild it (tools/static)")
     tok = Tokenizer.from_file(str(TOKENIZER))
     tok.no_padding()
     tok.no_truncation()
-    return tok, np.load(folder / "vectors.npy", mmap_mode="r"), meta
+    return tok
 
 
 class FastEmbedder(Embedder):
@@ -47,15 +55,16 @@ class FastEmbedder(Embedder):
     crosslang_partner = None  # distilled from e5's aligned space: it is cross-language itself
 
     def __init__(self, folder: Path = HERE) -> None:
-        tok, table, meta = _model(folder)
-        self._tok = tok
+        table, meta = _table(folder)
         self._table = table
+        self._expected = str(meta["sha256"]["tokenizer.json"])  # type: ignore[index]
         self.model = str(meta["model"])
         self.dim = int(table.shape[1])
 
     def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        tok = _tokenizer(self._expected)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for i, enc in enumerate(self._tok.encode_batch(list(texts), add_special_tokens=False)):  # type: ignore[attr-defined]
+        for i, enc in enumerate(tok.encode_batch(list(texts), add_special_tokens=False)):  # type: ignore[attr-defined]
             ids = enc.ids[:MAX_PIECES]
             if ids:
                 out[i] = self._table[np.asarray(ids)].mean(axis=0, dtype=np.float32)

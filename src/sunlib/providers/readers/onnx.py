@@ -31,6 +31,7 @@ from ...errors import ModelFileError
 from ..base import Reader
 from . import encoding
 from .e5_file import E5File, WordTable, default_path
+from .session_cache import open_session
 
 BUNDLED = Path(__file__).resolve().parent / "e5reader"
 FILES = ("reader.onnx", "tokenizer.json", "id_map.npy")
@@ -64,7 +65,6 @@ def _checked(folder: Path) -> dict[str, Any]:
 
 class OnnxReader(Reader):
     def __init__(self, folder: Path, *, threads: int = 1, windows: int = 1, cache: int = 2048) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.manifest = _checked(folder)
@@ -86,10 +86,7 @@ class OnnxReader(Reader):
         self.pad = encoding.specials(self.tokenizer).pad
         self.id_map = np.load(folder / "id_map.npy").astype(np.int64)
         self.words = WordTable(file)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(folder / "reader.onnx"), opts, providers=["CPUExecutionProvider"])
+        self.session = open_session(folder / "reader.onnx", self.manifest["sha256"]["reader.onnx"], threads)
         self._cache: OrderedDict[tuple[str, str, str], Any] = OrderedDict()
         self._size = cache
         self._lock = threading.Lock()
