@@ -96,6 +96,7 @@ def run() -> NoReturn:
     if not any(name in os.environ for name in BLAS_THREADS):  # read when numpy loads, after this
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
     gc.disable()
+    status = 0  # main always ends in SystemExit; this only keeps the name bound
     try:
         main(args)
     except SystemExit as exc:
