@@ -129,7 +129,13 @@ def test_a_damaged_cache_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert first.source == "built"
     expected = first.embed(TEXTS[:3], "passage")
     folder = e5_onnx.cache_dir(E5File(default_path()))
-    assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "model.onnx", "tokenizer.marshal"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "meta.json",
+        "model.onnx",
+        "pieces.bin",
+        "scores.bin",
+        "tokenizer.json",
+    ]
     assert e5_onnx.E5Onnx().source == "cache"
 
     model = folder / "model.onnx"
@@ -141,7 +147,7 @@ def test_a_damaged_cache_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     np.testing.assert_array_equal(again.embed(TEXTS[:3], "passage"), expected)
     assert e5_onnx.E5Onnx().source == "cache"
 
-    (folder / "tokenizer.marshal").write_bytes(b"")  # truncated
+    (folder / "pieces.bin").write_bytes(b"")  # truncated
     assert e5_onnx.E5Onnx().source == "built"
     (folder / "meta.json").unlink()
     assert e5_onnx.E5Onnx().source == "built"
