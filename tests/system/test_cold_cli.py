@@ -129,18 +129,24 @@ sys.argv = ["sunlib", *sys.argv[1:]]
 import sunlib.cli as cli
 real = cli.main
 def main(args):
-    print("blas threads", os.environ.get("OPENBLAS_NUM_THREADS"), "numpy loaded", "numpy" in sys.modules)
+    from sunlib import process
+    loaded = "numpy" in sys.modules
+    blas = os.environ.get("OPENBLAS_NUM_THREADS")
+    print("blas threads", blas, "numpy loaded", loaded, "short", process.short_lived())
     real(args)
 cli.main = main
 cli.run()
 """
 
 
-def test_a_search_runs_blas_on_one_thread_unless_the_caller_chose(hash_vault: Path) -> None:
+def test_a_search_runs_blas_on_one_thread_unless_the_caller_chose_and_is_short_lived(hash_vault: Path) -> None:
     base = {
         k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
     }
-    for extra, expected in (({}, "blas threads 1 numpy loaded False"), ({"OMP_NUM_THREADS": "2"}, "blas threads None")):
+    for extra, expected in (
+        ({}, "blas threads 1 numpy loaded False short True"),
+        ({"OMP_NUM_THREADS": "2"}, "blas threads None numpy loaded False short True"),
+    ):
         env = {**base, **extra, "SUNLIB_EMBEDDING__PROVIDER": "hash"}
         argv = [sys.executable, "-c", BLAS, "search", "empty ACL", "--vault", str(hash_vault), "--json"]
         r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)

@@ -25,7 +25,7 @@ SRC = ROOT / "src"
 LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(layer.split())
     for layer in (
-        "errors version config config_sources contracts trace",  # the kernel
+        "errors version process config config_sources contracts trace",  # the kernel
         "text",
         "ingest",
         "store",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from ..errors import SunlibError
+from ..process import mark_short_lived
 from .app import app
 
 MODULES = ("admin", "ask", "calibrate", "chat", "evaluate", "index", "mcp", "migrate", "search", "serve")
@@ -83,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 FAST_EXIT = frozenset({"search", "ask"})
 # ... and they run numpy's BLAS on one thread unless the caller chose a count: one question's
 # matrices are small, and starting OpenBLAS's pool of threads cost more than it saved (30 to 60 ms
-# of a cold search on two cores). The models run one thread each by default ([embedding] threads).
+# of a cold search on two cores). The models run one thread each by default ([embedding] threads),
+# and e5's onnxruntime session opens without pre-packing its weights (``sunlib.process``).
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
@@ -95,6 +97,7 @@ def run() -> NoReturn:
         main(args)
     if not any(name in os.environ for name in BLAS_THREADS):  # read when numpy loads, after this
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    mark_short_lived()
     gc.disable()
     status = 0  # main always ends in SystemExit; this only keeps the name bound
     try:

