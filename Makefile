@@ -34,7 +34,7 @@ lint: install
 	$(VENV)/bin/ruff check src tests benchmarks tools
 	$(VENV)/bin/ruff format --check src tests benchmarks tools
 
-# mypy over src/sunlib, tools, benchmarks and tests/harness (the files of pyproject's [tool.mypy])
+# mypy over src/sunlib, tools, benchmarks, tests/harness and tests/support (the files of pyproject's [tool.mypy])
 typecheck: install
 	$(VENV)/bin/mypy
 

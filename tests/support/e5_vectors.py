@@ -55,7 +55,7 @@ def seed_saved_vectors(lib: Library) -> int:
 def save_vectors(lib: Library, waiting: dict[str, dict[str, str]]) -> None:
     """Write ``E5_VECTORS``: for each space, the vectors of the chunks that were ``waiting``
     (space name -> embed hash -> embed text), read back from the fully embedded index."""
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, Any] = {}
     for i, (_, space) in enumerate(e5_spaces(lib)):
         texts = waiting[space.name]
         found = lib.store.vectors.cached_vectors(space, list(texts))

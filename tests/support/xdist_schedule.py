@@ -79,7 +79,8 @@ class UnitTimer:
     stores them in pytest's cache at the end, for the next run's ordering."""
 
     def __init__(self, tests_dir: Path) -> None:
-        self._unit: Callable[[str], str] = lambda nodeid, e5=e5_files(tests_dir): unit_of(nodeid, e5)
+        e5 = e5_files(tests_dir)
+        self._unit: Callable[[str], str] = lambda nodeid: unit_of(nodeid, e5)
         self.seconds: dict[str, float] = {}
 
     def add(self, nodeid: str, duration: float) -> None:

@@ -311,11 +311,64 @@ def support_from_qa(qa: list[Example], rng: random.Random, per_source: int) -> l
     return out
 
 
-def build(data: Path, seed: int = 13) -> list[Example]:
+_NAME_EN = re.compile(r"[A-Z0-9]")
+_CAPITALISED = re.compile(r"(?<=[a-z,;] )([A-Z][a-z]+(?: (?:of |de |the )?[A-Z][a-z]+)*)")
+
+
+def _kind(text: str) -> str:
+    return "number" if any(c.isdigit() for c in text) else "name"
+
+
+def swapped_questions(qa: list[Example], rng: random.Random, rate: float) -> list[Example]:
+    """Unanswerable questions made from answerable ones, on the very paragraph they were asked of.
+
+    In a question, the longest answer of another question of its article (or, in English, a
+    capitalised name of its paragraphs) that the paragraph also holds (a name, a place, a year:
+    what the question is about) is replaced by one of the same kind (with or without a digit) from
+    another article that the paragraph does not hold.
+    The question then asks about something the paragraph never mentions, in the paragraph's own
+    words otherwise: the hard case of SQuAD 2.0's adversarial questions and of a vault asked about
+    an option it does not have. Training articles, one language on both sides, only."""
+    positives = [e for e in qa if e.split == "train" and e.label == 1 and e.spans and e.lang[:2] == e.lang[-2:]]
+    names: dict[tuple[str, str], set[str]] = defaultdict(set)
+    pool: dict[tuple[str, str, str], list[tuple[str, str]]] = defaultdict(list)
+    for e in positives:
+        zh = e.lang.startswith("zh")
+        found = [e.passage[a:b].strip() for a, b in e.spans]
+        if not zh:  # and the capitalised names of an English paragraph, past a sentence's first word
+            found += [m.group(1) for m in _CAPITALISED.finditer(e.passage)]
+        for name in found:
+            if (2 if zh else 3) <= len(name) <= (8 if zh else 30) and (zh or _NAME_EN.match(name)):
+                if name not in names[(e.source, e.article)]:
+                    names[(e.source, e.article)].add(name)
+                    pool[(e.source, e.lang, _kind(name))].append((e.article, name))
+    out: list[Example] = []
+    for e in positives:
+        if rng.random() >= rate:
+            continue
+        own = {e.passage[a:b].strip() for a, b in e.spans}
+        shared = [n for n in names[(e.source, e.article)] if n not in own and n in e.query and n in e.passage]
+        if not shared:
+            continue
+        name = max(shared, key=len)
+        candidates = pool[(e.source, e.lang, _kind(name))]
+        for _ in range(8):  # a few draws for one from another article that the paragraph lacks
+            article, other = rng.choice(candidates)
+            if article != e.article and other not in e.passage and other not in e.query:
+                query = e.query.replace(name, other, 1)
+                out.append(Example("qa", e.source, "train", e.article, query, e.passage, [], 0, e.lang, e.id + "-swap"))
+                break
+    return out
+
+
+def build(data: Path, seed: int = 13, swap_rate: float = 0.0) -> list[Example]:
+    """Every pair. ``swap_rate``: the share of answerable training questions that also give a
+    ``swapped_questions`` negative (0, none, keeps the pairs of the readers trained before it)."""
     rng = random.Random(seed)
     sq, squad_train = squad(data, rng)
     qa = sq + cmrc(data, rng) + drcd(data, rng) + xquad(data, squad_train, rng)
-    return qa + scifact(data) + support_from_qa(qa, rng, per_source=1200)
+    out = qa + scifact(data) + support_from_qa(qa, rng, per_source=1200)
+    return out + swapped_questions(qa, rng, swap_rate) if swap_rate else out
 
 
 def write(examples: list[Example], out: Path) -> None:

@@ -171,19 +171,19 @@ class Progress:
             self.bar.stop()
 
 
-def prepare(data: Path, out: Path) -> None:
+def prepare(data: Path, out: Path, swap_rate: float = 0.0) -> None:
     if not (out / "vocab/tokenizer.json").exists():
         tok, id_map = vocab.trimmed(E5File(default_path()).vocabulary, data)
         (out / "vocab").mkdir(parents=True, exist_ok=True)
         tok.save(str(out / "vocab/tokenizer.json"))
         np.save(out / "vocab/id_map.npy", id_map)
     if not (out / "pairs/train.jsonl").exists():
-        pairs.write(pairs.build(data), out / "pairs")
+        pairs.write(pairs.build(data, swap_rate=swap_rate), out / "pairs")
 
 
 def train(args: argparse.Namespace) -> Path:
     out: Path = args.out
-    prepare(args.data, out)
+    prepare(args.data, out, args.swap_rate)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     tok = Tokenizer.from_file(str(out / "vocab/tokenizer.json"))
@@ -280,6 +280,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--init", type=Path, help="start from this reader.pt's weights (a second stage) instead of e5")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all epochs)")
+    ap.add_argument(
+        "--swap-rate",
+        type=float,
+        default=0.5,
+        help="share of answerable training questions that also give a swapped-name negative (data.swapped_questions)",
+    )
     ap.add_argument("--limit", type=int, default=0, help="train on a sample of this many pairs (0: all)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
     ap.add_argument("--no-export", action="store_true")

@@ -8,39 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import Field, ValidationError
+from pydantic import ValidationError, create_model
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
-from sunlib.config import (
-    AnswerSettings,
-    EmbeddingSettings,
-    IndexSettings,
-    LLMSettings,
-    McpSettings,
-    SearchSettings,
-    ServerSettings,
-    Settings,
-    StoreSettings,
-    load_settings,
-)
+from sunlib.config import Settings, load_settings
 from sunlib.config_sources import merged
 from sunlib.errors import ConfigError
 
 
-class Reference(BaseSettings):
-    """Settings as sunlib declared them on pydantic-settings."""
+class _Sources(BaseSettings):
+    """pydantic-settings' rules as sunlib declared them: the prefix, the nested delimiter, the file."""
 
     model_config = SettingsConfigDict(env_prefix="SUNLIB_", env_nested_delimiter="__", extra="forbid", frozen=True)
-
-    index_dir: Path | None = None
-    index: IndexSettings = Field(default_factory=IndexSettings)
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    search: SearchSettings = Field(default_factory=SearchSettings)
-    answer: AnswerSettings = Field(default_factory=AnswerSettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    server: ServerSettings = Field(default_factory=ServerSettings)
-    mcp: McpSettings = Field(default_factory=McpSettings)
-    store: StoreSettings = Field(default_factory=StoreSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -52,6 +31,15 @@ class Reference(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+# Settings' own fields (every section, as declared) on pydantic-settings: a section added to
+# Settings is compared here without being listed twice
+Reference: type[_Sources] = create_model(
+    "Reference",
+    __base__=_Sources,
+    **{name: (field.annotation, field) for name, field in Settings.model_fields.items()},
+)
 
 
 def reference(path: Path | None, overrides: dict[str, Any]) -> Any:

@@ -163,6 +163,40 @@ def _tiny_pairs(out: Path) -> None:
     pairs.write(examples, out / "pairs")
 
 
+def test_swapped_name_negatives_ask_of_what_the_paragraph_lacks() -> None:
+    import random
+
+    from tools.reader import data as pairs
+
+    def qa(article: str, question: str, text: str, answer: str, split: str = "train") -> pairs.Example:
+        start = text.index(answer)
+        span = [[start, start + len(answer)]]
+        return pairs.Example("qa", "t", split, article, question, text, span, 1, "en-en", f"{split}:{question}")
+
+    france = "In 1789, the French Revolution began in Paris, then ruled by Louis XVI."
+    rhine = "The Rhine flows from the Swiss Alps past Cologne to the North Sea."
+    examples = [
+        qa("France", "Who ruled Paris in 1789?", france, "Louis XVI"),
+        qa("France", "Where did the revolution begin?", france, "Paris"),
+        qa("Rhine", "Which city on the Rhine lies past the Swiss Alps?", rhine, "Cologne"),
+        qa("Rhine", "Where does the Rhine flow to?", rhine, "the North Sea"),
+        qa("Held out", "Who ruled Paris in 1789?", france, "Louis XVI", split="test"),
+    ]
+    made = pairs.swapped_questions(examples, random.Random(0), rate=1.0)
+    assert made, "no negative made"
+    originals = {e.id + "-swap": e for e in examples}
+    for e in made:
+        source = originals[e.id]
+        assert (e.task, e.split, e.label, e.spans, e.passage) == ("qa", "train", 0, [], source.passage)
+        assert source.split == "train" and e.query != source.query
+        # one name of the question, held by the paragraph, became one that the paragraph lacks
+        old = [w for w in source.query.split() if w not in e.query.split()]
+        new = [w for w in e.query.split() if w not in source.query.split()]
+        assert old and new and all(w.strip("?") in e.passage for w in old)
+        assert not any(w.strip("?") in e.passage for w in new)
+    assert pairs.swapped_questions(examples, random.Random(0), rate=0.0) == []
+
+
 def test_a_tiny_reader_trains_resumes_exports_and_loads(tmp_path: Path) -> None:
     from tools.reader import export, train, vocab
 
