@@ -257,6 +257,9 @@ def _write_cache(path: Path, dictionary: Dictionary) -> None:
     finally:
         conn.close()
     os.replace(tmp, path)
+    for old in path.parent.glob("cedict-*"):  # an older format's cache (v1: 15 MB of JSON)
+        if not old.name.endswith((f"-v{CACHE_FORMAT}.sqlite", ".tmp")):
+            old.unlink(missing_ok=True)
 
 
 @cache

