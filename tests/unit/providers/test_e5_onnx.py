@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -186,6 +188,58 @@ def test_a_build_removes_the_caches_of_older_formats_only(tmp_path: Path, monkey
     assert e5_onnx.E5Onnx().source == "built"
     folder = e5_onnx.cache_dir(E5File(default_path()))
     assert sorted(p.name for p in cache.iterdir()) == sorted([*kept, folder.name])
+
+
+BUILD_AND_EMBED = """
+import sys
+from sunlib.providers.embedders import e5_onnx
+print(e5_onnx.E5Onnx().embed([sys.argv[1]], "passage")[0][:4].tolist())
+"""
+
+
+def test_processes_building_the_cache_at_once_all_embed(tmp_path: Path) -> None:
+    """Three processes start on a home without the cache: each builds it, one copy lands, and no
+    process loses the copy it opens to another's rename."""
+    env = {**os.environ, "SUNLIB_HOME": str(tmp_path)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BUILD_AND_EMBED, TEXTS[0]], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(3)
+    ]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err.decode()[-500:] for _, err in results]
+    assert len({out for out, _ in results}) == 1
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [e5_onnx.cache_dir(E5File(default_path())).name]
+    assert _cache_source(tmp_path) == "cache"  # the copy that landed is sound
+
+
+def test_a_build_never_replaces_a_sound_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that built the cache while another's copy landed keeps that copy in place (a
+    third process may be opening it), and drops its own; a damaged copy is replaced."""
+    monkeypatch.setenv("SUNLIB_HOME", str(tmp_path))
+    file = E5File(default_path())
+    e5_onnx.E5Onnx()
+    weights = e5_onnx.cache_dir(file) / e5_onnx.WEIGHTS
+    first = weights.stat().st_ino
+    e5_onnx._build(file)  # as a racing process would, after the first copy landed
+    assert weights.stat().st_ino == first
+    with weights.open("r+b") as fh:
+        fh.write(b"\xff")
+    e5_onnx._build(file)
+    assert weights.stat().st_ino != first and e5_onnx.E5Onnx().source == "cache"
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [weights.parent.name]
+
+
+def _cache_source(home: Path) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", "from sunlib.providers.embedders import e5_onnx; print(e5_onnx.E5Onnx().source)"],
+        env={**os.environ, "SUNLIB_HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return out.stdout.strip()
 
 
 def test_an_unwritable_home_means_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

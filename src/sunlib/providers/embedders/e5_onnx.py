@@ -322,10 +322,38 @@ def _write(folder: Path, files: dict[str, bytes]) -> None:
             (staging / name).write_bytes(data)
         meta = {"format": FORMAT, "sha256": {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}}
         (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
-        shutil.rmtree(folder, ignore_errors=True)  # a damaged copy
-        staging.replace(folder)  # whole or not at all; a racing writer's copy is just as good
+        _publish(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: Path, folder: Path) -> None:
+    """Renames ``staging`` into place: whole or not at all. A sound copy already there is another
+    process's, just written, that a third may be opening: it stays, and ours is dropped. A damaged
+    one is moved aside first, then removed."""
+    try:
+        staging.rename(folder)
+        return
+    except OSError:  # the folder exists (a directory is never renamed onto a non-empty one)
+        if _sound(folder):
+            return
+    aside = folder.with_name(f"{folder.name}.{os.getpid()}.{threading.get_ident()}.old.tmp")
+    try:
+        folder.rename(aside)
+        staging.rename(folder)
+    except OSError:
+        pass  # another writer moved it first: its copy is as good as ours
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _sound(folder: Path) -> bool:
+    """Whether every file of the cache in ``folder`` matches its checksum."""
+    try:
+        meta = _meta(folder)
+        return all(_sha256(folder / name) == digest for name, digest in meta["sha256"].items())
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 def _build(file: E5File) -> tuple[str | bytes, dict[str, bytes]]:
@@ -392,7 +420,11 @@ class E5Onnx:
         except Exception:  # missing, damaged, foreign: built again (and cached)
             model, tables = _build(file)
             self.source = "built"
-            self.session, self.tokenizer = session(model), Tokenizer(tables)
+            self.tokenizer = Tokenizer(tables)
+            try:
+                self.session = session(model)
+            except Exception:  # the cache was replaced as it opened (a damaged copy, by another process)
+                self.session = session(build_graph(file))
         h = file.header
         self.dim = h.hidden
         self._in = _Inputs(
