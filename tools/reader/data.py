@@ -338,10 +338,10 @@ def swapped_questions(qa: list[Example], rng: random.Random, rate: float) -> lis
         if not zh:  # and the capitalised names of an English paragraph, past a sentence's first word
             found += [m.group(1) for m in _CAPITALISED.finditer(e.passage)]
         for name in found:
-            if (2 if zh else 3) <= len(name) <= (8 if zh else 30) and (zh or _NAME_EN.match(name)):
-                if name not in names[(e.source, e.article)]:
-                    names[(e.source, e.article)].add(name)
-                    pool[(e.source, e.lang, _kind(name))].append((e.article, name))
+            fits = (2 if zh else 3) <= len(name) <= (8 if zh else 30) and (zh or _NAME_EN.match(name))
+            if fits and name not in names[(e.source, e.article)]:
+                names[(e.source, e.article)].add(name)
+                pool[(e.source, e.lang, _kind(name))].append((e.article, name))
     out: list[Example] = []
     for e in positives:
         if rng.random() >= rate:
