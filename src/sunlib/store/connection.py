@@ -8,12 +8,9 @@ allows extension loading; sqlite-vec is loaded from its PyPI wheel.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import apsw
 import sqlite_vec
-
-from ..text.tokens import text_script
 
 BUSY_TIMEOUT_MS = 10_000
 MMAP_BYTES = 1 << 30  # lets sqlite-vec scan vector chunks from the page cache without copies
@@ -33,26 +30,7 @@ def connect(path: Path | str, readonly: bool = False) -> apsw.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     conn.execute("PRAGMA temp_store=MEMORY")
-    conn.create_scalar_function(SCRIPT_FUNCTION, _script, 2, deterministic=True)
     return conn
-
-
-# sunlib_script(embed_hash, text): "cjk" or "other" (text.tokens.text_script), for the script
-# narrowing of a Visibility. Remembered per chunk text across connections, so a new visible set
-# (after a write) classifies only the chunks it has not seen.
-SCRIPT_FUNCTION = "sunlib_script"
-_SCRIPTS: dict[str, str] = {}
-_SCRIPTS_MAX = 1_000_000
-
-
-def _script(*args: Any) -> str:
-    key, text = str(args[0]), str(args[1])
-    found = _SCRIPTS.get(key)
-    if found is None:
-        if len(_SCRIPTS) >= _SCRIPTS_MAX:
-            _SCRIPTS.clear()
-        found = _SCRIPTS[key] = text_script(text)
-    return found
 
 
 def versions(conn: apsw.Connection | None = None) -> dict[str, str]:

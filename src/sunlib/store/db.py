@@ -14,8 +14,7 @@ import apsw
 
 from ..errors import IndexUnusable, StoreBusy, StoreCorrupt, StoreFull
 from ..ingest.ids import sha256_hex
-from ..text.tokens import CJK_GLOB
-from .connection import SCRIPT_FUNCTION, connect
+from .connection import connect
 from .errors import FULL, translated
 from .migrations import migrate
 from .protocols import Visibility
@@ -96,12 +95,8 @@ def visible_sql(visibility: Visibility) -> tuple[str, list[Any]]:
         where.append("EXISTS (SELECT 1 FROM note_meta m WHERE m.note_rowid = n.id AND m.key = ? AND m.value = ?)")
         params.extend([key, value])
     if visibility.script is not None:
-        # a text without any CJK character is "other" at once; the rest are counted (sunlib_script)
-        if visibility.script == "cjk":
-            where.append(f"c.text GLOB ? AND {SCRIPT_FUNCTION}(c.embed_hash, c.text) = 'cjk'")
-        else:
-            where.append(f"(c.text NOT GLOB ? OR {SCRIPT_FUNCTION}(c.embed_hash, c.text) = 'other')")
-        params.append(CJK_GLOB)
+        where.append("c.script = ?")  # stored with the chunk (text.tokens.text_script)
+        params.append(visibility.script)
     sql = "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_rowid WHERE " + " AND ".join(where)
     return sql, params
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..contracts import Chunk, Note
 from ..ingest.ids import sha256_hex
+from ..text.tokens import text_script
 from .db import Db, batches, visible_sql
 from .errors import at_boundary
 from .protocols import (
@@ -133,7 +134,7 @@ class SqliteDocuments:
             embed_hash = sha256_hex(embed_text_for(note.title, chunk.heading_path, chunk.text))
             c.execute(
                 "INSERT INTO chunks(chunk_id, note_rowid, ordinal, heading_path, text, start16, end16,"
-                " start_line, end_line, token_count, embed_hash, stamp) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                " start_line, end_line, token_count, embed_hash, stamp, script) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     chunk.chunk_id,
                     note_rowid,
@@ -147,6 +148,7 @@ class SqliteDocuments:
                     chunk.token_count,
                     embed_hash,
                     stamp,
+                    text_script(chunk.text),
                 ),
             )
             c.execute("INSERT INTO chunks_fts(rowid, tokens) VALUES(?, ?)", (c.last_insert_rowid(), " ".join(tokens)))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import apsw
 
 from ..errors import IndexUnusable
+from ..text.tokens import CJK_GLOB, text_script
 
 
 def _stamp_existing_vectors(conn: apsw.Connection) -> None:
@@ -22,6 +23,17 @@ def _stamp_existing_vectors(conn: apsw.Connection) -> None:
             f"INSERT OR IGNORE INTO vector_stamps(space, chunk_rowid, stamp) SELECT ?, rowid, 0 FROM {table}_rowids",
             (name,),
         )
+
+
+def _store_chunk_scripts(conn: apsw.Connection) -> None:
+    """Each chunk's script, "cjk" or "other" (``text.tokens.text_script``), as a column: the
+    cross-language routes narrow a search to one script, and classifying every chunk's text in
+    each process cost about 20 ms per 1,000 chunks. The chunks already written are classified
+    here, once; a text without a CJK character is "other" at once."""
+    conn.execute("ALTER TABLE chunks ADD COLUMN script TEXT NOT NULL DEFAULT 'other'")
+    rows = conn.execute("SELECT id, text FROM chunks WHERE text GLOB ?", (CJK_GLOB,)).fetchall()
+    cjk = [(i,) for i, text in rows if text_script(str(text)) == "cjk"]
+    conn.executemany("UPDATE chunks SET script = 'cjk' WHERE id = ?", cjk)
 
 
 MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
@@ -159,6 +171,8 @@ MIGRATIONS: tuple[str | Callable[[apsw.Connection], None], ...] = (
     CREATE INDEX runs_owner ON runs(owner, created_at);
     CREATE INDEX conversations_owner ON conversations(owner, updated_at);
     """,
+    # 8: each chunk's script (see _store_chunk_scripts)
+    _store_chunk_scripts,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

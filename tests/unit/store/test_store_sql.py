@@ -187,3 +187,30 @@ def test_deleted_note_vanishes_from_every_table(vault: Path) -> None:
     assert lib.search("Sunday", mode="bm25", principals=ALL).hits == ()
     assert store.integrity_check() == "ok"
     lib.close()
+
+
+def test_an_index_from_before_stored_scripts_gets_them_once(hash_library: Library) -> None:
+    """Schema 8 stores each chunk's script. An index of schema 7 opened by this sunlib is
+    classified in the migration: the same scripts as chunks written now, and the same narrowing."""
+    from sunlib.text.tokens import text_script
+
+    store = hash_library.store
+    rows = store.conn.execute("SELECT id, text, script FROM chunks").fetchall()
+    assert {s for _, _, s in rows} == {"cjk", "other"}  # the sample vault has both
+    assert all(script == text_script(text) for _, text, script in rows)
+    narrowed = {
+        script: sorted(r[0] for r in store.conn.execute(*visible_sql(Visibility(("public", "ops")).in_script(script))))
+        for script in ("cjk", "other")
+    }
+    path = hash_library.db_path
+    hash_library.close()
+    conn = connect(path)
+    conn.execute("ALTER TABLE chunks DROP COLUMN script")
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION - 1}")
+    conn.close()
+    with SqliteStore(path) as old:
+        assert old.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert old.conn.execute("SELECT id, text, script FROM chunks").fetchall() == rows
+        for script, ids in narrowed.items():
+            visibility = Visibility(("public", "ops")).in_script(script)
+            assert sorted(r[0] for r in old.conn.execute(*visible_sql(visibility))) == ids
