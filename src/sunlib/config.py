@@ -174,6 +174,11 @@ class AnswerSettings(BaseModel):
     # one for every vault). With reader_checks the name and answer-type checks refuse too.
     reader_threshold: float | None = Field(None, ge=0.0, le=1.0)
     reader_checks: bool = False
+    # Questions asked in one language of notes in another: when the passage the reader finds
+    # likeliest to answer is in the other language, a probability at least this overrules the score
+    # (or learned) gate's refusal for a low score (answer/gate/gate.py, AcrossLanguages); 1.0: never.
+    # 0.35 is the best of 0.25-0.40 on the tuning sets (docs/evaluation.md, "Across languages").
+    reader_across: float | None = Field(0.35, ge=0.0, le=1.0)
     # The reader's probability that a passage an LLM-written sentence cites supports it is in the verify
     # step for every such sentence. With reader_support it also decides: below support_threshold the
     # sentence is unsupported. Off by default: the shipped support head separates SciFact's supported

@@ -118,6 +118,7 @@ class SelectionDetails:
     top_units: tuple[Any, ...]
     gate_space: str | None  # the space whose cosine the gate read (None: no dense score)
     fast_tier_only: tuple[str, ...]  # kept chunks that only the fast tier scored (main vector pending)
+    overruled: tuple[str, ...] = ()  # the gate's refusals the reader overruled across languages
 
 
 @dataclass(frozen=True)

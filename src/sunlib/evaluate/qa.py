@@ -475,6 +475,8 @@ def run_case(
         "sentence_cosine": _round(sel.sentence_cosine) if sel is not None else None,
         "checks_passed": sel.checks_passed if sel is not None else True,
         "refusals": [r.code for r in frame.refusals],
+        # a low score's refusals the reader overruled across languages (gate.AcrossLanguages)
+        "overruled": [r.code for r in sel.decision.overruled] if sel is not None else [],
         "judge": None if judge is None else read(judge, JudgeDetails).answerable,  # None: not asked, or no verdict
         "judged": judge is not None,
         "latency_ms": round(latency, 1),

@@ -12,12 +12,21 @@ import pytest
 
 from sunlib import Library
 from sunlib.answer.gate.expect import Expectation, expected_answer
-from sunlib.answer.gate.gate import E5, GateSignals, ScoreGate, dense_setting, lexical_setting, profile_for
+from sunlib.answer.gate.gate import (
+    E5,
+    AcrossLanguages,
+    GateSignals,
+    ReaderSignal,
+    ScoreGate,
+    dense_setting,
+    lexical_setting,
+    profile_for,
+)
 from sunlib.answer.gate.select import Gate, gate_key
 from sunlib.answer.gate.units import KINDS
 from sunlib.answer.single.extractive import ExtractiveWriter
 from sunlib.config import AnswerSettings, GateSetting, Settings
-from sunlib.contracts import BuiltContext, Evidence
+from sunlib.contracts import BuiltContext, Evidence, Reading
 from sunlib.evaluate.calibrate import fit_gate
 from sunlib.providers import sentence_model
 from sunlib.providers.base import WriteRequest
@@ -280,6 +289,28 @@ def test_the_gate_decides_on_signals_with_a_code_per_reason() -> None:
     empty = gate.decide(GateSignals(kept=0, top_cosine=None, coverage=0.0, sentence_cosine=None))
     assert [r.code for r in empty.refusals] == ["no_evidence"]
     assert empty.reason == "no passage of the notes visible to you matches the question"
+
+
+def test_the_reader_overrules_a_low_score_only_across_languages_and_never_the_checks() -> None:
+    gate = AcrossLanguages(ScoreGate(Gate(0.8, 0.9, "settings"), Gate(0.5, 0.0, "settings")), threshold=0.35)
+
+    def signals(p: float, across: bool, **more: object) -> GateSignals:
+        readings = (Reading(0.1, 0, 0), Reading(p, 3, 9))
+        reading = ReaderSignal(readings, "sunlib", (False, across))
+        return GateSignals(kept=2, top_cosine=0.6, coverage=0.3, sentence_cosine=None, reading=reading, **more)
+
+    over = gate.decide(signals(0.41, across=True))
+    assert over.passed and over.refusals == () and [r.code for r in over.overruled] == ["low_gate"]
+    assert over.score == pytest.approx(0.9 * 0.6 + 0.1 * 0.3)  # the gate's own score, as it was
+    for refused in (
+        signals(0.41, across=False),  # the best passage in the question's language: the score stands
+        signals(0.30, across=True),  # the reader unsure
+        signals(0.41, across=True, missing_names=("HNSW",)),  # a check refuses whatever the reader says
+    ):
+        d = gate.decide(refused)
+        assert not d.passed and d.overruled == () and "low_gate" in [r.code for r in d.refusals]
+    unread = GateSignals(kept=2, top_cosine=0.6, coverage=0.3, sentence_cosine=None)
+    assert not gate.decide(unread).passed  # no reader configured
 
 
 def test_the_gate_score_weighs_three_signals_and_falls_back_without_the_sentence_one() -> None:

@@ -168,6 +168,12 @@ class ReaderSignal:
 
     readings: tuple[Reading, ...]
     reader: str
+    across: tuple[bool, ...] = ()  # per passage: written in another language than the question
+
+    @property
+    def best_across(self) -> bool:
+        """Whether the passage the reader found likeliest to answer is in the other language."""
+        return bool(self.readings) and bool(self.across) and self.across[self.best]
 
     @property
     def best(self) -> int:
@@ -207,6 +213,7 @@ class GateDecision:
     threshold: float
     gate: Gate  # the gate that decided (its weights and source)
     refusals: tuple[Refusal, ...] = ()
+    overruled: tuple[Refusal, ...] = ()  # the gate's own refusals that the reader overruled (AcrossLanguages)
 
     @property
     def reason(self) -> str | None:
@@ -317,6 +324,36 @@ class ReaderGate:
         return GateDecision(not found, p, self.threshold, gate, tuple(found))
 
 
+# the refusals that a low score alone gives; the others (no evidence, a missing name, a missing
+# quantity) stand whatever the reader says
+_SCORE_REFUSALS = frozenset({"low_gate", "low_answerability"})
+
+
+@dataclass(frozen=True)
+class AcrossLanguages:
+    """A gate whose low score the reader may overrule when the question and its evidence are in
+    two languages.
+
+    The score and learned gates measure words: a question's terms in the passages, their cosine
+    in one space. Asked in English of Chinese notes (or back), a passage that answers shares few
+    of its words, so the gate refuses most such questions however good the evidence. The reader
+    reads the question and the passage together in either language. When the passage it finds
+    likeliest to answer is in the other language and its probability is at least ``threshold``,
+    a refusal for a low score is overruled; the name and answer-type checks still refuse."""
+
+    inner: RefusalGate
+    threshold: float
+
+    def decide(self, signals: GateSignals) -> GateDecision:
+        d = self.inner.decide(signals)
+        r = signals.reading
+        if d.passed or r is None or not r.best_across or r.probability < self.threshold:
+            return d
+        if any(x.code not in _SCORE_REFUSALS for x in d.refusals):
+            return d
+        return replace(d, passed=True, refusals=(), overruled=d.refusals)
+
+
 def build_gate(
     settings: AnswerSettings,
     profile: GateProfile,
@@ -347,10 +384,13 @@ def build_gate(
         source = "reader, " + ("settings" if explicit else "the threshold shipped with the model")
         return ReaderGate(threshold, source, scored, settings.reader_checks)
     params = load_params() if settings.gate == "learned" else None
-    if params is None:
-        return scored
-    threshold, source, _ = learned_threshold(settings, store, space_name, params)
-    return LearnedGate(threshold, f"learned scorer, {source}", scored)
+    gate: RefusalGate = scored
+    if params is not None:
+        threshold, source, _ = learned_threshold(settings, store, space_name, params)
+        gate = LearnedGate(threshold, f"learned scorer, {source}", scored)
+    if settings.reader_across is not None and settings.reader_across < 1.0:  # 1.0: off (TOML has no None)
+        gate = AcrossLanguages(gate, settings.reader_across)
+    return gate
 
 
 # -- the learned gate's threshold for this vault ----------------------------------------------

@@ -215,7 +215,8 @@ def read_passages(reader: Reader, question: str, passages: Sequence[tuple[Sequen
         if end <= start:
             start = end = 0
         out.append(replace(reading, start=start, end=end, text=text[start:end]))
-    return ReaderSignal(tuple(out), reader.name)
+    asked = language(question)
+    return ReaderSignal(tuple(out), reader.name, tuple(language(text) != asked for _, text in passages))
 
 
 def in_background(fn: Callable[..., T], *args: Any) -> Callable[[], T]:

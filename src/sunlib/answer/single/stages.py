@@ -288,7 +288,7 @@ class SelectStage(Stage[Selection]):
             weights = retrieved.weights
             sel = select(q.text, ranked, weights, gate, s, self.sentence_model, self.scorer, reader, self.vectors)
             step.done(
-                (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}"),
+                (f"{len(sel.kept)} selected" if sel.passed else f"refused: {sel.reason}") + _overruled(sel),
                 status="ok" if sel.passed else "warning",
                 record=selection_details(sel, space),
             )
@@ -296,6 +296,15 @@ class SelectStage(Stage[Selection]):
 
     def halt(self, out: Selection) -> str | None:
         return None if out.passed else "refused by the gate"
+
+
+def _overruled(sel: Selection) -> str:
+    """The summary's note when the reader overruled the gate across languages."""
+    r = sel.signals.reading
+    if not sel.decision.overruled or r is None:
+        return ""
+    codes = ", ".join(x.code for x in sel.decision.overruled)
+    return f" (the reader overruled {codes}: p={r.probability:.2f} on a passage in the other language)"
 
 
 def selection_details(sel: Selection, space: str | None) -> SelectionDetails:
@@ -332,6 +341,7 @@ def selection_details(sel: Selection, space: str | None) -> SelectionDetails:
         fast_tier_only=tuple(
             r.hit.chunk_id for r in sel.kept if "dense-fast" in r.hit.routes and r.hit.routes["dense-fast"].rank
         ),
+        overruled=tuple(r.code for r in sel.decision.overruled),
     )
 
 
