@@ -169,8 +169,8 @@ class Vocabulary:
         self._seen = 0
         self._lock = threading.Lock()
 
-    def lookup(self, chars: int) -> Any:
-        """What to look ``chars`` more characters' pieces up in: an object with ``get(piece)``."""
+    def lookup(self, chars: int) -> dict[str, int] | Vocabulary:
+        """What to look ``chars`` more characters' pieces up in (either has ``get(piece)``)."""
         if self._dict is not None:
             return self._dict
         self._seen += chars
