@@ -1,6 +1,7 @@
 """Two-pass indexing: how soon a big vault is searchable by meaning, and what the fast tier ranks.
 
     python -m benchmarks.two_pass speed ../shared/data [--watch 120]
+    python -m benchmarks.two_pass memory ../shared/data [--copies 6] [--watch 60]
     python -m benchmarks.two_pass quality ../shared/data XLANG [--skip-e5]
 
 ``speed`` writes every document of the corpora under ``../shared/data`` as its own note (SciFact,
@@ -11,6 +12,10 @@ second process runs a hybrid ``sunlib search`` and checks that the fast-tier rou
 runs for ``--watch`` seconds, its pace is read from ``sunlib status --json``, and the child is
 stopped. The baseline is the same run's own e5 pace: before the fast tier, dense search waited for
 e5 to embed every chunk. Peak RSS is the index process's ``VmHWM``.
+
+``memory`` runs that first index on the corpora and on ``--copies`` copies of them (about 110k
+chunks for 6) and compares the index process's peak RSS: streamed work holds the same memory
+whatever the vault's size.
 
 ``quality`` measures, in one ``SUNLIB_HOME``, nDCG@10 and recall@5 of BM25, the fast tier alone,
 hybrid while only the fast tier is there (``--fast-only``: BM25 + the fast-tier route, as search
@@ -30,7 +35,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import write_block
@@ -48,17 +55,23 @@ CORPORA = [
 ]
 
 
-def build_vault(data: Path, vault: Path) -> int:
+def build_vault(data: Path, vault: Path, copies: int = 1) -> int:
+    """Every corpus document as a note (``copies`` times: a copy after the first ends with its
+    number, so that its chunks are new texts to embed, not hits of the embedding cache)."""
     n = 0
-    for folder, name in CORPORA:
-        with (data / folder / name).open(encoding="utf-8") as f:
-            for line in f:
-                row = json.loads(line)
-                title = " ".join(str(row.get("title") or "").split())
-                path = vault / folder / name.removesuffix(".jsonl") / f"{n // 1000:03d}" / f"{n:06d}.md"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text((f"# {title}\n\n" if title else "") + str(row["text"]).strip() + "\n", encoding="utf-8")
-                n += 1
+    for copy in range(copies):
+        for folder, name in CORPORA:
+            with (data / folder / name).open(encoding="utf-8") as f:
+                for line in f:
+                    row = json.loads(line)
+                    title = " ".join(str(row.get("title") or "").split())
+                    path = vault / folder / name.removesuffix(".jsonl") / f"{n // 1000:04d}" / f"{n:07d}.md"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    tail = f"\n\nCopy {copy}.\n" if copy else "\n"
+                    path.write_text(
+                        (f"# {title}\n\n" if title else "") + str(row["text"]).strip() + tail, encoding="utf-8"
+                    )
+                    n += 1
     for md in sorted((data / "fastapi_docs").rglob("*.md")):
         dest = vault / "fastapi" / md.relative_to(data / "fastapi_docs")
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -77,17 +90,60 @@ def _rss_peak_mb(pid: int) -> float | None:
     return None
 
 
-def speed(data: Path, watch: float) -> None:
+class AnonPeak:
+    """The highest anonymous RSS (``RssAnon``: heap and arrays, not the pages of files it maps,
+    such as SQLite's memory-mapped index) of a process, sampled every 0.2 s on a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("RssAnon:"):
+                        self.peak = max(self.peak, int(line.split()[1]) / 1024)
+            except OSError:
+                return
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+@dataclass
+class Run:
+    notes: int
+    chunks: int
+    text_done: float
+    ready: float
+    search_s: float
+    rate: float
+    eta_s: float
+    pending: int
+    rss_ready: float | None  # the index process's peak RSS when the fast tier was complete
+    rss: float | None  # ... and after ``watch`` seconds of e5
+    anon_ready: float  # the peak anonymous RSS (AnonPeak) when the fast tier was complete
+    anon: float  # ... and after the watch
+
+
+def first_index(data: Path, watch: float, copies: int = 1) -> Run:
+    """``sunlib index`` on a new vault of the corpora: when each phase ends, a search at the moment
+    the fast tier is complete, then e5's pace and the peak RSS after ``watch`` seconds of it."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         vault = root / "vault"
-        notes = build_vault(data, vault)
+        notes = build_vault(data, vault, copies)
         env = {**os.environ, "SUNLIB_HOME": str(root / "home")}
         t0 = time.monotonic()
         child = subprocess.Popen(
             [*SUNLIB, "index", str(vault)], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
         )
         assert child.stderr is not None
+        anon = AnonPeak(child.pid)
         text_done = ready = None
         for line in child.stderr:
             if text_done is None and re.match(r"notes -> text index: (\d+)/\1 ", line):
@@ -97,6 +153,7 @@ def speed(data: Path, watch: float) -> None:
                 break
         if ready is None:
             raise SystemExit(f"sunlib index ended before the fast tier was complete (exit {child.wait()})")
+        rss_ready, anon_ready = _rss_peak_mb(child.pid), anon.peak
         q0 = time.monotonic()
         found = subprocess.run(
             [
@@ -127,14 +184,29 @@ def speed(data: Path, watch: float) -> None:
                 check=True,
             ).stdout
         )
-        rss = _rss_peak_mb(child.pid)
+        rss, anon_peak = _rss_peak_mb(child.pid), anon.stop()
         child.terminate()
         child.wait()
     main = next(e for e in status["embedding"] if e["role"] == "main")
-    chunks = status["counts"]["chunks"]
-    rate = main["rate"] or float("nan")
-    e5_all = chunks / rate
-    before = (text_done or 0) + e5_all
+    return Run(
+        notes,
+        status["counts"]["chunks"],
+        text_done or 0.0,
+        ready,
+        search_s,
+        main["rate"] or float("nan"),
+        main["eta_s"] or 0.0,
+        main["pending"],
+        rss_ready,
+        rss,
+        anon_ready,
+        anon_peak,
+    )
+
+
+def speed(data: Path, watch: float) -> None:
+    r = first_index(data, watch)
+    before = r.text_done + r.chunks / r.rate
     body = "\n".join(
         [
             f"Measured {time.strftime('%Y-%m-%d')} with `python -m benchmarks.two_pass speed ../shared/data "
@@ -143,16 +215,16 @@ def speed(data: Path, watch: float) -> None:
             "",
             "| | value |",
             "|---|---|",
-            f"| notes / chunks | {notes:,} / {chunks:,} |",
-            f"| text phase done (BM25 works) | {text_done:.0f} s |",
-            f'| fast tier done: dense, hybrid and cross-language search work ("search ready") | **{ready:.0f} s** |',
-            f"| a hybrid `sunlib search` at that moment (whole process), fast-tier route ranked | {search_s:.1f} s |",
-            f"| e5 pace behind it, from `sunlib status` | {rate:.1f} chunks/s, eta {main['eta_s'] or 0:.0f} s for "
-            f"{main['pending']:,} chunks |",
+            f"| notes / chunks | {r.notes:,} / {r.chunks:,} |",
+            f"| text phase done (BM25 works) | {r.text_done:.0f} s |",
+            f'| fast tier done: dense, hybrid and cross-language search work ("search ready") | **{r.ready:.0f} s** |',
+            f"| a hybrid `sunlib search` at that moment (whole process), fast-tier route ranked | {r.search_s:.1f} s |",
+            f"| e5 pace behind it, from `sunlib status` | {r.rate:.1f} chunks/s, eta {r.eta_s:.0f} s for "
+            f"{r.pending:,} chunks |",
             f"| before the fast tier: dense search waited for e5 on every chunk | {before:.0f} s "
-            f"(text + {chunks:,} / {rate:.1f}) |",
-            f"| ratio: time to dense search, before / now | **{before / ready:.0f}x** |",
-            f"| index process peak RSS (VmHWM) | {rss:.0f} MB |" if rss else "| index process peak RSS | n/a |",
+            f"(text + {r.chunks:,} / {r.rate:.1f}) |",
+            f"| ratio: time to dense search, before / now | **{before / r.ready:.0f}x** |",
+            f"| index process peak RSS (VmHWM) | {r.rss:.0f} MB |" if r.rss else "| index process peak RSS | n/a |",
         ]
     )
     write_block(
@@ -161,6 +233,40 @@ def speed(data: Path, watch: float) -> None:
         "Two-pass indexing: time to search a big vault",
         "Every document of the corpora under `../shared/data` as its own note: how soon search by meaning "
         "works on a first index.",
+    )
+    print(body)
+
+
+def memory(data: Path, watch: float, copies: int) -> None:
+    """The index process's peak RSS on the corpora once and ``copies`` times, the same ``watch`` of
+    e5 after the fast tier: a pipeline that streams holds the same memory for either."""
+    runs = [first_index(data, watch, 1), first_index(data, watch, copies)]
+    rows = [
+        f"| {r.notes:,} / {r.chunks:,} | {r.ready:.0f} s | {r.rss_ready or 0:.0f} / {r.anon_ready:.0f} MB "
+        f"| {r.rss or 0:.0f} / {r.anon:.0f} MB | {r.rate:.1f} chunks/s |"
+        for r in runs
+    ]
+    small, big = runs
+    body = "\n".join(
+        [
+            f"Measured {time.strftime('%Y-%m-%d')} with `python -m benchmarks.two_pass memory ../shared/data "
+            f"--copies {copies} --watch {watch:g}` (2 cores, default settings; each copy's chunks are new texts).",
+            "",
+            "| notes / chunks | search ready | peak RSS / anonymous then | the same after the e5 watch | e5 pace |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            f"{big.chunks:,} chunks against {small.chunks:,} ({big.chunks / small.chunks:.1f}x the chunks), after "
+            f"the watch: peak RSS **{(big.rss or 0) / (small.rss or 1):.2f}x**, "
+            f"anonymous **{big.anon / small.anon:.2f}x** (the rest is pages of mapped files: the libraries, "
+            "the models' files and SQLite's memory-mapped index, up to 1 GB).",
+        ]
+    )
+    write_block(
+        "two-pass-memory",
+        body,
+        "Two-pass indexing: memory on a bigger vault",
+        "The index process's peak RSS on the corpora and on several copies of them, the same run.",
     )
     print(body)
 
@@ -227,6 +333,10 @@ def main() -> None:
     s = sub.add_parser("speed")
     s.add_argument("data", type=Path)
     s.add_argument("--watch", type=float, default=120.0)
+    m = sub.add_parser("memory")
+    m.add_argument("data", type=Path)
+    m.add_argument("--copies", type=int, default=6)
+    m.add_argument("--watch", type=float, default=60.0)
     q = sub.add_parser("quality")
     q.add_argument("data", type=Path)
     q.add_argument("xlang", type=Path)
@@ -234,6 +344,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.what == "speed":
         speed(args.data, args.watch)
+    elif args.what == "memory":
+        memory(args.data, args.watch, args.copies)
     else:
         quality(args.data, args.xlang, args.skip_e5)
 
