@@ -80,14 +80,19 @@ def build_vault(data: Path, vault: Path, copies: int = 1) -> int:
     return n
 
 
-def _rss_peak_mb(pid: int) -> float | None:
+def _status_mb(pid: int, key: str) -> float | None:
+    """One memory figure of ``/proc/PID/status`` (``VmHWM``, ``RssAnon``...) in MB; None once the process is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         return None
     return None
+
+
+def _rss_peak_mb(pid: int) -> float | None:
+    return _status_mb(pid, "VmHWM")
 
 
 class AnonPeak:
@@ -101,12 +106,10 @@ class AnonPeak:
 
     def _sample(self) -> None:
         while not self._stop.wait(0.2):
-            try:
-                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                    if line.startswith("RssAnon:"):
-                        self.peak = max(self.peak, int(line.split()[1]) / 1024)
-            except OSError:
+            now = _status_mb(self.pid, "RssAnon")
+            if now is None:
                 return
+            self.peak = max(self.peak, now)
 
     def stop(self) -> float:
         self._stop.set()
