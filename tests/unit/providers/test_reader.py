@@ -197,6 +197,36 @@ def test_swapped_name_negatives_ask_of_what_the_paragraph_lacks() -> None:
     assert pairs.swapped_questions(examples, random.Random(0), rate=0.0) == []
 
 
+def test_code_switched_questions_meet_their_passage_across_languages() -> None:
+    import random
+
+    from tools.reader import data as pairs
+
+    words = pairs.cedict()
+    english = "In 1789 the university was founded in the capital by the king."
+    chinese = "这所大学于1789年由国王在首都创建。"
+    examples = [
+        pairs.Example("qa", "t", "train", "a", "When was the university founded?", english, [[3, 7]], 1, "en-en", "e1"),
+        pairs.Example("qa", "t", "train", "b", "这所大学是哪一年创建的？", chinese, [[5, 9]], 1, "zh-zh", "z1"),
+        pairs.Example("qa", "t", "train", "c", "Who founded the library?", english, [], 0, "en-en", "e0"),
+        pairs.Example("qa", "t", "test", "d", "When was the university founded?", english, [[3, 7]], 1, "en-en", "t1"),
+        pairs.Example("qa", "t", "train", "e", "大学", english, [[3, 7]], 1, "zh-en", "x1"),
+    ]
+    made = {e.id: e for e in pairs.code_switched(examples, words, random.Random(0), rate=1.0)}
+    # training questions in one language only; the held-out and cross-language pairs give none
+    assert set(made) <= {"e1-mix", "z1-mix", "e0-mix"} and {"e1-mix", "z1-mix"} <= set(made)
+    by_id = {e.id: e for e in examples}
+    for key, e in made.items():
+        source = by_id[key.removesuffix("-mix")]
+        assert (e.passage, e.spans, e.label, e.split) == (source.passage, source.spans, source.label, "train")
+        assert e.query != source.query
+    # an English question now holds Chinese words (and keeps its question word); a Chinese one, English
+    assert made["e1-mix"].lang == "zh-en" and made["e1-mix"].query.startswith("When")
+    assert any("\u4e00" <= c <= "\u9fff" for c in made["e1-mix"].query)
+    assert made["z1-mix"].lang == "en-zh" and any(c.isascii() and c.isalpha() for c in made["z1-mix"].query)
+    assert pairs.code_switched(examples, words, random.Random(0), rate=0.0) == []
+
+
 def test_a_tiny_reader_trains_resumes_exports_and_loads(tmp_path: Path) -> None:
     from tools.reader import export, train, vocab
 
