@@ -291,7 +291,8 @@ def parser() -> argparse.ArgumentParser:
         "--mix-rate",
         type=float,
         default=0.0,
-        help="share of same-language training questions that also give a code-switched one (data.code_switched)",
+        help="share of same-language training questions that also give a code-switched one (data.code_switched;"
+        " tried at 0.5 and not shipped: docs/reader.md)",
     )
     ap.add_argument("--limit", type=int, default=0, help="train on a sample of this many pairs (0: all)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
