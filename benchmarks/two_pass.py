@@ -2,6 +2,7 @@
 
     python -m benchmarks.two_pass speed ../shared/data [--watch 120]
     python -m benchmarks.two_pass memory ../shared/data [--copies 6] [--watch 60]
+    python -m benchmarks.two_pass backfill ../shared/data [--copies 6] [--watch 1200] [--every 120]
     python -m benchmarks.two_pass quality ../shared/data XLANG [--skip-e5]
 
 ``speed`` writes every document of the corpora under ``../shared/data`` as its own note (SciFact,
@@ -15,7 +16,9 @@ e5 to embed every chunk. Peak RSS is the index process's ``VmHWM``.
 
 ``memory`` runs that first index on the corpora and on ``--copies`` copies of them (about 110k
 chunks for 6) and compares the index process's peak RSS: streamed work holds the same memory
-whatever the vault's size.
+whatever the vault's size. ``backfill`` runs it on the copies only and samples the process's
+anonymous RSS and e5's progress every ``--every`` seconds of a longer ``--watch``: flat while e5
+embeds, if e5 streams.
 
 ``quality`` measures, in one ``SUNLIB_HOME``, nDCG@10 and recall@5 of BM25, the fast tier alone,
 hybrid while only the fast tier is there (``--fast-only``: BM25 + the fast-tier route, as search
@@ -39,6 +42,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from benchmarks.common import write_block
 
@@ -131,11 +135,23 @@ class Run:
     rss: float | None  # ... and after ``watch`` seconds of e5
     anon_ready: float  # the peak anonymous RSS (AnonPeak) when the fast tier was complete
     anon: float  # ... and after the watch
+    # every ``every`` seconds of the watch: (seconds of e5, chunks still without e5, anonymous RSS now, peak RSS)
+    samples: list[tuple[float, int, float, float]]
 
 
-def first_index(data: Path, watch: float, copies: int = 1) -> Run:
+def _status(vault: Path, env: dict[str, str]) -> dict[str, Any]:
+    argv = [*SUNLIB, "status", "--vault", str(vault), "--json"]
+    return dict(json.loads(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout))
+
+
+def _main_space(status: dict[str, Any]) -> dict[str, Any]:
+    return dict(next(e for e in status["embedding"] if e["role"] == "main"))
+
+
+def first_index(data: Path, watch: float, copies: int = 1, every: float = 0.0) -> Run:
     """``sunlib index`` on a new vault of the corpora: when each phase ends, a search at the moment
-    the fast tier is complete, then e5's pace and the peak RSS after ``watch`` seconds of it."""
+    the fast tier is complete, then e5's pace and the peak RSS after ``watch`` seconds of it (and,
+    with ``every``, e5's progress and the anonymous RSS every so many seconds of it)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         vault = root / "vault"
@@ -177,20 +193,19 @@ def first_index(data: Path, watch: float, copies: int = 1) -> Run:
         result = json.loads(found.stdout)
         steps = [s["name"] for s in result["trace"]["steps"]]
         assert "Fast-tier Retrieval" in steps, steps
-        time.sleep(watch)
-        status = json.loads(
-            subprocess.run(
-                [*SUNLIB, "status", "--vault", str(vault), "--json"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        )
+        samples: list[tuple[float, int, float, float]] = []
+        w0 = time.monotonic()
+        while every and time.monotonic() - w0 + every <= watch:
+            time.sleep(every)
+            pending = int(_main_space(_status(vault, env))["pending"])
+            now, peak = _status_mb(child.pid, "RssAnon"), _rss_peak_mb(child.pid)
+            samples.append((time.monotonic() - w0, pending, now or 0.0, peak or 0.0))
+        time.sleep(max(0.0, watch - (time.monotonic() - w0)))
+        status = _status(vault, env)
         rss, anon_peak = _rss_peak_mb(child.pid), anon.stop()
         child.terminate()
         child.wait()
-    main = next(e for e in status["embedding"] if e["role"] == "main")
+    main = _main_space(status)
     return Run(
         notes,
         status["counts"]["chunks"],
@@ -204,6 +219,7 @@ def first_index(data: Path, watch: float, copies: int = 1) -> Run:
         rss,
         anon_ready,
         anon_peak,
+        samples,
     )
 
 
@@ -274,6 +290,41 @@ def memory(data: Path, watch: float, copies: int) -> None:
     print(body)
 
 
+def backfill(data: Path, watch: float, copies: int, every: float) -> None:
+    """The anonymous RSS of the index process while e5 fills in behind the fast tier on ``copies``
+    copies of the corpora, every ``every`` seconds for ``watch`` seconds: flat if e5 streams."""
+    run = first_index(data, watch, copies, every)
+    first = run.samples[0]
+    rows = [
+        f"| {t / 60:.0f} | {first[1] - pending:,} | {now:.0f} MB | {peak:.0f} MB |"
+        for t, pending, now, peak in run.samples
+    ]
+    done = run.samples[-1]
+    embedded = first[1] - done[1]
+    body = "\n".join(
+        [
+            f"Measured {time.strftime('%Y-%m-%d')} with `python -m benchmarks.two_pass backfill ../shared/data "
+            f"--copies {copies} --watch {watch:g} --every {every:g}` (2 cores, default settings): "
+            f"{run.notes:,} notes, {run.chunks:,} chunks, the fast tier complete after {run.ready:.0f} s.",
+            "",
+            "| minutes of e5 | chunks embedded by e5 since the first sample | anonymous RSS then | peak RSS so far |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+            f"From the first sample to the last, e5 embedded {embedded:,} chunks and the anonymous RSS went "
+            f"from {first[2]:.0f} to {done[2]:.0f} MB ({done[2] - first[2]:+.0f} MB; the highest sample "
+            f"{max(s[2] for s in run.samples):.0f} MB).",
+        ]
+    )
+    write_block(
+        "two-pass-backfill",
+        body,
+        "Two-pass indexing: memory while e5 fills in a big vault",
+        "The index process's anonymous memory, sampled while e5 embeds behind the fast tier.",
+    )
+    print(body)
+
+
 def quality(data: Path, xlang: Path, skip_e5: bool) -> None:
     from sunlib.config import load_settings, merge
     from sunlib.evaluate.beir import load_beir
@@ -340,6 +391,11 @@ def main() -> None:
     m.add_argument("data", type=Path)
     m.add_argument("--copies", type=int, default=6)
     m.add_argument("--watch", type=float, default=60.0)
+    b = sub.add_parser("backfill")
+    b.add_argument("data", type=Path)
+    b.add_argument("--copies", type=int, default=6)
+    b.add_argument("--watch", type=float, default=1200.0)
+    b.add_argument("--every", type=float, default=120.0)
     q = sub.add_parser("quality")
     q.add_argument("data", type=Path)
     q.add_argument("xlang", type=Path)
@@ -349,6 +405,8 @@ def main() -> None:
         speed(args.data, args.watch)
     elif args.what == "memory":
         memory(args.data, args.watch, args.copies)
+    elif args.what == "backfill":
+        backfill(args.data, args.watch, args.copies, args.every)
     else:
         quality(args.data, args.xlang, args.skip_e5)
 
