@@ -296,7 +296,7 @@ def backfill(data: Path, watch: float, copies: int, every: float) -> None:
     run = first_index(data, watch, copies, every)
     first = run.samples[0]
     rows = [
-        f"| {t / 60:.0f} | {first[1] - pending:,} | {now:.0f} MB | {peak:.0f} MB |"
+        f"| {t / 60:.1f} | {first[1] - pending:,} | {now:.0f} MB | {peak:.0f} MB |"
         for t, pending, now, peak in run.samples
     ]
     done = run.samples[-1]
