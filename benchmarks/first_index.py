@@ -6,10 +6,10 @@ Each run is one whole ``python -m sunlib index src/sunlib/sample_vault`` process
 ``SUNLIB_HOME`` and index, as on a new machine: the models' caches are built in the run. The
 baseline is a git worktree of ``--baseline`` (default: the last commit before the fast tier and the
 onnx e5 engine) at ``WORK/baseline``, run from the same virtualenv with its ``src`` first on
-``PYTHONPATH``. The arms alternate, ``--rounds`` times each. For this code the moment the fast tier
-is complete ("search ready" on stderr: dense and hybrid search work) is noted too; the baseline has
-no such moment, its dense search waits for e5. The medians and the peak RSS (``wait4``) go to
-docs/benchmarks.md, with the ratios of the same run.
+``PYTHONPATH``; both index this checkout's sample vault. The arms alternate, ``--rounds`` times
+each. For this code the moment the fast tier is complete ("search ready" on stderr: dense and
+hybrid search work) is noted too; the baseline has no such moment, its dense search waits for e5.
+The medians and the peak RSS (``wait4``) go to docs/benchmarks.md, with the ratios of the same run.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> None:
     ready: list[float] = []
     for r in range(args.rounds):
         for arm, src in arms.items():
-            wall, at, mb = first_index(src, SAMPLE_VAULT if arm == "now" else src / "sunlib" / "sample_vault")
+            wall, at, mb = first_index(src, SAMPLE_VAULT)  # the same notes for both arms
             walls[arm].append(wall)
             rss[arm].append(mb)
             if arm == "now" and at is not None:
