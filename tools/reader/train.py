@@ -72,7 +72,9 @@ def items(examples: list[pairs.Example], tok: Tokenizer, max_length: int, seed: 
         ws = encoding.windows(tok, e.query, e.passage, max_length=max_length)
         span = e.spans[0] if e.spans else None
         w, s, t = window_for(ws, span, rng)
-        if e.task == "qa":
+        if e.task == "qa" and not span and e.label:  # an answer with no span (``--notes``): its first window
+            out.append(Item(ws[0].ids, 0, 0, 1.0, 0.0, 0))
+        elif e.task == "qa":
             has = float(s > 0)
             out.append(Item(w.ids, s, t, has, 0.0, 0))
         else:
@@ -117,7 +119,7 @@ def loss_of(model: Reader, table: torch.nn.Embedding, b: dict[str, torch.Tensor]
     bce = torch.nn.functional.binary_cross_entropy_with_logits
     qa = b["task"] == 0
     sup = b["task"] == 1
-    pos = qa & (b["answer"] > 0)
+    pos = qa & (b["start"] > 0)  # the answers with a span
     total = torch.zeros(())
     if qa.any():
         total = total + bce(answer[qa], b["answer"][qa])
@@ -171,19 +173,19 @@ class Progress:
             self.bar.stop()
 
 
-def prepare(data: Path, out: Path, swap_rate: float = 0.0, mix_rate: float = 0.0) -> None:
+def prepare(data: Path, out: Path, swap_rate: float = 0.0, mix_rate: float = 0.0, notes: Path | None = None) -> None:
     if not (out / "vocab/tokenizer.json").exists():
         tok, id_map = vocab.trimmed(E5File(default_path()).vocabulary, data)
         (out / "vocab").mkdir(parents=True, exist_ok=True)
         tok.save(str(out / "vocab/tokenizer.json"))
         np.save(out / "vocab/id_map.npy", id_map)
     if not (out / "pairs/train.jsonl").exists():
-        pairs.write(pairs.build(data, swap_rate=swap_rate, mix_rate=mix_rate), out / "pairs")
+        pairs.write(pairs.build(data, swap_rate=swap_rate, mix_rate=mix_rate, notes=notes), out / "pairs")
 
 
 def train(args: argparse.Namespace) -> Path:
     out: Path = args.out
-    prepare(args.data, out, args.swap_rate, args.mix_rate)
+    prepare(args.data, out, args.swap_rate, args.mix_rate, args.notes)
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
     tok = Tokenizer.from_file(str(out / "vocab/tokenizer.json"))
@@ -228,6 +230,7 @@ def train(args: argparse.Namespace) -> Path:
         "epochs": args.epochs,
         "seed": args.seed,
         "init": str(args.init) if args.init else None,
+        "notes": str(args.notes) if args.notes else None,
     }
     progress = Progress(total, step)
     last_save = time.monotonic()
@@ -293,6 +296,12 @@ def parser() -> argparse.ArgumentParser:
         default=0.0,
         help="share of same-language training questions that also give a code-switched one (data.code_switched;"
         " tried at 0.5 and not shipped: docs/reader.md)",
+    )
+    ap.add_argument(
+        "--notes",
+        type=Path,
+        help="a folder of Markdown docs (PACKAGE/en|zh/...) to derive heading-question pairs from (data.notes_pairs);"
+        " never a vault that is reported on",
     )
     ap.add_argument("--limit", type=int, default=0, help="train on a sample of this many pairs (0: all)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)

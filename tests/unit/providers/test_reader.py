@@ -314,3 +314,63 @@ def test_every_kept_passage_is_read_and_the_reader_gate_decides_on_the_best(e5_l
     assert not answered.frame.refused
     gate = next(st for st in answered.trace.steps if st.name == Step.SELECT).details
     assert gate["gate_source"] == "reader, settings"
+
+
+def test_the_shipped_model_recovers_into_a_checkpoint_that_exports_back_to_it(tmp_path: Path) -> None:
+    """A second stage can start from the shipped reader on a machine that never trained it."""
+    from tools.reader import export, recover
+
+    out = tmp_path / "run"
+    (out / "vocab").mkdir(parents=True)
+    for name in ("tokenizer.json", "id_map.npy"):
+        shutil.copy(BUNDLED / name, out / "vocab" / name)
+    pkg = export.export(recover.recover(BUNDLED, out / "reader.pt"), out)
+    question = "When did the revolution begin?"
+    passages = [
+        "The French Revolution began in Paris in 1789.",
+        "法国大革命于1789年在巴黎爆发。",
+        "Rivers flow to the sea.",
+    ]
+    shipped, again = OnnxReader(BUNDLED).read(question, passages), OnnxReader(pkg).read(question, passages)
+    for a, b in zip(shipped, again, strict=True):
+        assert (a.start, a.end) == (b.start, b.end) and a.probability == pytest.approx(b.probability, abs=1e-6)
+
+
+def test_notes_give_heading_questions_with_sibling_namesake_and_cross_language_pairs(tmp_path: Path) -> None:
+    import random
+
+    from tools.reader import data as pairs
+
+    def page(path: str, title: str, sections: dict[str, str]) -> None:
+        f = tmp_path / path
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"# {title}\n\n" + "".join(f"## {h}\n\n{t}\n\n" for h, t in sections.items()), "utf-8")
+
+    page(
+        "ui/en/button.md",
+        "Button",
+        {
+            "Props": "The type prop sets the colour of the button.",
+            "Events": "A click event fires when the button is pressed.",
+        },
+    )
+    page(
+        "ui/zh/button.zh-CN.md",
+        "按钮",
+        {"属性": "type 属性决定按钮的颜色和外观样式。", "事件": "按下按钮时会触发 click 点击事件。"},
+    )
+    page("ui/en/dialog.md", "Dialog", {"Props": "The visible prop opens or closes the dialog window."})
+    made = pairs.notes_pairs(tmp_path, random.Random(0))
+    assert {e.source for e in made} == {"notes"} and all(e.task == "qa" and not e.spans for e in made)
+    props = [
+        e for e in made if e.article == "ui/button" and e.lang == "en-en" and e.label == 1 and "type prop" in e.passage
+    ]
+    assert len(props) == 1
+    # the passage is what the reader reads of a chunk: its heading path, here without the section's own heading
+    assert props[0].passage.startswith("Button\n") and "Props" not in props[0].passage
+    negatives = [e for e in made if e.query == props[0].query and e.label == 0]
+    assert any("click event" in e.passage for e in negatives)  # the sibling section
+    assert any(e.passage.startswith("Dialog\n") for e in negatives)  # the same heading on another page
+    # the page exists in both languages with the same outline: questions meet the other language's sections
+    across = [e for e in made if e.lang == "zh-en" and e.label == 1]
+    assert any("type prop" in e.passage for e in across) and all(e.article == "ui/button" for e in across)
