@@ -12,6 +12,8 @@ never the training model, so the figures are those of what ships. Sets (``tools.
 - cmrc2018, drcd: held-out passages / articles; EM and F1 over characters (CMRC's normalisation:
   no punctuation or spaces);
 - xquad: the 160 paragraphs outside squad2_dev_half, per direction (en-en, zh-zh, zh-en, en-zh);
+- notes (when the pairs were built with ``--notes``): the held-out pages' heading questions, per
+  direction: answerability only (they have no spans);
 - support: scifact's test claims (``evidence_test.jsonl``) against each cited abstract, SUPPORT
   against CONTRADICT and NOT_ENOUGH_INFO: balanced accuracy at 0.5 and AUC.
 """
@@ -87,7 +89,7 @@ def evaluate(reader: OnnxReader, test: list[pairs.Example], data: Path | None, l
     groups: dict[str, list[pairs.Example]] = defaultdict(list)
     for e in test:
         if e.task == "qa":
-            key = f"{e.source}:{e.lang}" if e.source == "xquad" else e.source
+            key = f"{e.source}:{e.lang}" if e.source in ("xquad", "notes") else e.source
             groups[key].append(e)
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
@@ -98,7 +100,7 @@ def evaluate(reader: OnnxReader, test: list[pairs.Example], data: Path | None, l
         for e in examples:
             reading = reader.read(e.query, [e.passage])[0]
             probs.append(reading.probability)
-            labels.append(int(bool(e.spans) and e.label == 1))
+            labels.append(int(e.label == 1))  # a notes pair answers with no span
             if e.spans and e.label == 1:
                 golds = [e.passage[a:b] for a, b in e.spans]
                 em, f1 = span_scores(reading.span(e.passage), golds, zh=e.lang.endswith("zh"))
@@ -111,12 +113,10 @@ def evaluate(reader: OnnxReader, test: list[pairs.Example], data: Path | None, l
         if 0 < sum(labels) < len(labels):
             row["auc"] = round(auc(probs, labels), 4)
             row["balanced_accuracy"] = round(balanced(probs, labels, reader.threshold), 4)
-            row["refused_unanswerable"] = round(
-                float(np.mean([p < reader.threshold for p, y in zip(probs, labels, strict=True) if not y])), 4
-            )
-            row["refused_answerable"] = round(
-                float(np.mean([p < reader.threshold for p, y in zip(probs, labels, strict=True) if y])), 4
-            )
+        for name, want in (("refused_unanswerable", 0), ("refused_answerable", 1)):
+            below = [p < reader.threshold for p, y in zip(probs, labels, strict=True) if y == want]
+            if below:  # at the model's threshold; a set of answerable pairs only (xquad, notes across) too
+                row[name] = round(float(np.mean(below)), 4)
         out[key] = row
     if data is not None:
         out["support:scifact"] = support(reader, data, limit)

@@ -374,3 +374,20 @@ def test_notes_give_heading_questions_with_sibling_namesake_and_cross_language_p
     # the page exists in both languages with the same outline: questions meet the other language's sections
     across = [e for e in made if e.lang == "zh-en" and e.label == 1]
     assert any("type prop" in e.passage for e in across) and all(e.article == "ui/button" for e in across)
+
+
+def test_an_answer_without_a_span_trains_answerability_only() -> None:
+    from tokenizers import Tokenizer
+
+    from tools.reader import data as pairs
+    from tools.reader import train
+
+    tok = Tokenizer.from_file(str(BUNDLED / "tokenizer.json"))
+    passage = "Button\nThe type prop sets the colour of the button."
+    spanless = pairs.Example("qa", "notes", "train", "p", "Button Props", passage, [], 1, "en-en")
+    negative = pairs.Example("qa", "notes", "train", "p", "Button Events", passage, [], 0, "en-en")
+    spanned = pairs.Example("qa", "t", "train", "p", "What sets the colour?", passage, [[11, 19]], 1, "en-en")
+    a, b, c = train.items([spanless, negative, spanned], tok, 64, seed=0)
+    assert (a.answer, a.start, a.end) == (1.0, 0, 0)  # answerable, and no span to learn
+    assert (b.answer, b.start) == (0.0, 0)
+    assert c.answer == 1.0 and 0 < c.start <= c.end
