@@ -301,7 +301,7 @@ def parser() -> argparse.ArgumentParser:
         "--notes",
         type=Path,
         help="a folder of Markdown docs (PACKAGE/en|zh/...) to derive heading-question pairs from (data.notes_pairs);"
-        " never a vault that is reported on",
+        " never a vault that is reported on (tried and not shipped: docs/reader.md)",
     )
     ap.add_argument("--limit", type=int, default=0, help="train on a sample of this many pairs (0: all)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
