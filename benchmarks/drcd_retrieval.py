@@ -6,7 +6,8 @@ set, each with its own paragraph as the gold, over the 2,000 dev and test paragr
 
 No report set uses DRCD for retrieval, so it can tune what RGB (Chinese) reports, such as
 ``[search] fast_weight`` (docs/benchmarks.md, "Two-pass indexing: what the fast tier ranks"). The
-questions are a fixed sample (seed 0).
+fast tier itself was fitted on these questions and paragraphs (``tools/static/learn.py``), which can
+only flatter it here. The questions are a fixed sample (seed 0).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import json
 import random
 from pathlib import Path
 
+from tools.reader import data as pairs
+
 
 def write(drcd: Path, out: Path, questions: int = 800) -> None:
-    rows = [json.loads(line) for name in ("corpus_dev", "corpus_test") for line in (drcd / f"{name}.jsonl").open()]
-    qs = [json.loads(line) for line in (drcd / "rc_dev.jsonl").open()]
+    rows = [d for name in ("corpus_dev", "corpus_test") for d in pairs.rows(drcd / f"{name}.jsonl")]
+    qs = pairs.rows(drcd / "rc_dev.jsonl")
     random.Random(0).shuffle(qs)
     (out / "qrels").mkdir(parents=True, exist_ok=True)
     with (out / "corpus.jsonl").open("w", encoding="utf-8") as f:
@@ -27,7 +30,10 @@ def write(drcd: Path, out: Path, questions: int = 800) -> None:
             f.write(
                 json.dumps({"_id": d["_id"], "title": d.get("title", ""), "text": d["text"]}, ensure_ascii=False) + "\n"
             )
-    with (out / "queries.jsonl").open("w", encoding="utf-8") as f, (out / "qrels/dev.tsv").open("w") as q:
+    with (
+        (out / "queries.jsonl").open("w", encoding="utf-8") as f,
+        (out / "qrels/dev.tsv").open("w", encoding="utf-8") as q,
+    ):
         q.write("query-id\tcorpus-id\tscore\n")
         for x in qs[:questions]:
             f.write(json.dumps({"_id": x["_id"], "text": x["question"]}, ensure_ascii=False) + "\n")

@@ -474,10 +474,10 @@ _PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|<!--.*?-->", re.DOTALL)  # demo slots
 _NOTE_BYTES = (40, 2400)  # a section's text is kept between these UTF-8 lengths (a Chinese character is 3)
 
 
-def heading_questions(title: str, heading: str, lang: str, rng: random.Random) -> str:
-    """A question a reader of the docs might ask, made from a section's heading and its page's title
-    (a template; the heading alone is also what a search box gets). The title is always in it: a
-    heading such as "Props" is answered by every page that has one."""
+def heading_question(title: str, heading: str, lang: str, rng: random.Random) -> str:
+    """A question a reader of the docs might ask, made from a section's heading and its page's title by
+    one of a few templates. The title is always in it: a heading such as "Props" is answered by every
+    page that has one."""
     h, t = heading.strip().rstrip(":："), title.strip()
     if lang == "zh":
         forms = [f"{t} {h}", f"{t}的{h}"]
@@ -537,17 +537,20 @@ def _note_sections(root: Path) -> list[_Section]:
 
 def notes_pairs(root: Path, rng: random.Random) -> list[Example]:
     """Pairs derived from Markdown docs without labels (``--notes``): a section's heading, made a
-    question (``heading_questions``), answered by that section (label 1, no span), and not by a
+    question (``heading_question``), answered by that section (label 1, no span), and not by a
     sibling section of its page nor by a section of another page under the same heading (label 0:
     the other page's title, on the passage's first line, is the name that does not match). The
     passage is what sunlib's reader reads of a chunk, its heading path on a first line, with the
     section's own heading left out, so the text must be read. Where a page exists in both
-    languages with the same headings in the same order, its questions also meet the other
-    language's sections. Pages go to ``test`` by the same hash as the articles (15%)."""
+    languages with the same outline (as many sections, at the same depths), its questions also meet
+    the other language's sections. Pages go to ``test`` by the same hash as the articles (15%), and a
+    pair never joins sections of both splits."""
     sections = _note_sections(root)
     by_page: dict[tuple[str, str], list[_Section]] = defaultdict(list)
     by_heading: dict[tuple[str, str], list[_Section]] = defaultdict(list)
+    where: list[int] = []  # each section's place in its page
     for s in sections:
+        where.append(len(by_page[(s.page, s.lang)]))
         by_page[(s.page, s.lang)].append(s)
         by_heading[(s.lang, s.path[-1].strip().lower())].append(s)
 
@@ -557,8 +560,8 @@ def notes_pairs(root: Path, rng: random.Random) -> list[Example]:
     out: list[Example] = []
     for n, s in enumerate(sections):
         split = "test" if held_out("notes", s.page, 15) else "train"
-        title = s.path[0] if len(s.path) > 2 or s.path[0].lower() not in _GENERIC else s.page.split("/")[-2].title()
-        q = heading_questions(title, s.path[-1], s.lang, rng)
+        title = s.path[0] if s.path[0].lower() not in _GENERIC else s.page.split("/")[-2].title()
+        q = heading_question(title, s.path[-1], s.lang, rng)
 
         reads = [(s, 1, "")]
         siblings = [o for o in by_page[(s.page, s.lang)] if o.path[:-1] == s.path[:-1] and o.path[-1] != s.path[-1]]
@@ -567,13 +570,16 @@ def notes_pairs(root: Path, rng: random.Random) -> list[Example]:
         namesakes = [
             o
             for o in by_heading[(s.lang, s.path[-1].strip().lower())]
-            if o.page != s.page and o.path[0] != s.path[0] and o.path[0].lower() not in _GENERIC
+            if o.page != s.page
+            and o.path[0] != s.path[0]
+            and o.path[0].lower() not in _GENERIC
+            and held_out("notes", o.page, 15) == (split == "test")
         ]
         if namesakes:
             reads.append((rng.choice(namesakes), 0, "-name"))
         mine, theirs = by_page[(s.page, s.lang)], by_page.get((s.page, "zh" if s.lang == "en" else "en"), [])
         if len(mine) == len(theirs) and [len(x.path) for x in mine] == [len(x.path) for x in theirs]:
-            reads.append((theirs[mine.index(s)], 1, "-x"))
+            reads.append((theirs[where[n]], 1, "-x"))
         for to, label, tag in reads:
             lang = f"{s.lang}-{to.lang}"
             out.append(Example("qa", "notes", split, s.page, q, passage(to), [], label, lang, f"notes{n}{tag}"))

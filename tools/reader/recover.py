@@ -40,16 +40,18 @@ def _weights(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
         base = q.removesuffix("_quantized")
         weight = (inits[q].astype(np.float32) - inits[base + "_zero_point"].astype(np.float32)) * inits[base + "_scale"]
         frontier, bias = [node.output[0]], None
-        while frontier and bias is None:  # Cast -> Mul (scales) -> Add (bias)
+        while frontier and bias is None:  # Cast -> Mul (the scales) -> Add (the bias), nothing else
             for user in consumers.get(frontier.pop(), []):
                 named = [i for i in user.input if i.endswith(".bias") and i in inits]
                 if user.op_type == "Add" and named:
                     bias = named[0]
                     break
-                frontier.extend(user.output)
-        if bias is None:
-            raise ValueError(f"no bias follows {node.name}: not a reader export")
-        out[bias.removesuffix(".bias") + ".weight"] = weight.T.copy()
+                if user.op_type in ("Cast", "Mul"):
+                    frontier.extend(user.output)
+        name = (bias or "").removesuffix(".bias") + ".weight"
+        if bias is None or name in out:
+            raise ValueError(f"{node.name} meets {'no bias' if bias is None else 'a bias twice'}: not a reader export")
+        out[name] = weight.T.copy()
     return out
 
 
@@ -61,7 +63,10 @@ def recover(package: Path, out: Path) -> Path:
     missing = sorted(set(state) - set(found))
     if missing:
         raise ValueError(f"{package / 'reader.onnx'} lacks {', '.join(missing[:5])}")
-    model.load_state_dict({name: torch.from_numpy(np.array(found[name])).reshape(state[name].shape) for name in state})
+    wrong = [name for name in state if tuple(np.shape(found[name])) != tuple(state[name].shape)]
+    if wrong:
+        raise ValueError(f"{package / 'reader.onnx'}: {', '.join(wrong[:5])} have another shape than the model's")
+    model.load_state_dict({name: torch.from_numpy(np.array(found[name])) for name in state})
     meta = dict(manifest["training"], recovered_from=str(package))
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"model": model.state_dict(), "meta": meta}, out)

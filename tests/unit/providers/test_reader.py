@@ -386,8 +386,23 @@ def test_an_answer_without_a_span_trains_answerability_only() -> None:
     passage = "Button\nThe type prop sets the colour of the button."
     spanless = pairs.Example("qa", "notes", "train", "p", "Button Props", passage, [], 1, "en-en")
     negative = pairs.Example("qa", "notes", "train", "p", "Button Events", passage, [], 0, "en-en")
-    spanned = pairs.Example("qa", "t", "train", "p", "What sets the colour?", passage, [[11, 19]], 1, "en-en")
+    spanned = pairs.Example("qa", "t", "train", "p", "What sets the colour?", passage, [[11, 20]], 1, "en-en")
     a, b, c = train.items([spanless, negative, spanned], tok, 64, seed=0)
     assert (a.answer, a.start, a.end) == (1.0, 0, 0)  # answerable, and no span to learn
     assert (b.answer, b.start) == (0.0, 0)
     assert c.answer == 1.0 and 0 < c.start <= c.end
+    # the loss of a spanless answer is its answerability alone; a span adds the span's loss
+    import torch
+
+    from tools.reader.model import from_e5, word_table
+
+    file = E5File(default_path())
+    model, table = from_e5(file, 1), word_table(file, np.load(BUNDLED / "id_map.npy"))
+    pad = encoding.specials(tok).pad
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    with torch.no_grad():
+        for item, spans in ((0, False), (2, True)):
+            batch = train.collate([a, b, c], [item], pad)
+            _, _, answer, _ = model(table(batch["ids"]), batch["mask"])
+            alone = bce(answer, batch["answer"])
+            assert bool(train.loss_of(model, table, batch) > alone + 1e-3) == spans
