@@ -441,34 +441,14 @@ def code_switched(qa: list[Example], words: Dictionary, rng: random.Random, rate
 
 
 # Heading -> question. A heading that starts with a verb asks how; any other asks what.
-_VERB_WORDS = (
+_EN_VERB_WORDS = (
     "add build change check choose configure connect create customize define deploy disable enable "
     "extend get handle import install integrate listen load make migrate pass read register remove "
     "render return run send set show start stop test update upgrade upload use validate write"
 )
-_EN_VERBS = frozenset(_VERB_WORDS.split())
-_ZH_VERBS = (
-    "使用",
-    "安装",
-    "配置",
-    "设置",
-    "创建",
-    "添加",
-    "定义",
-    "引入",
-    "自定义",
-    "修改",
-    "启用",
-    "禁用",
-    "处理",
-    "运行",
-    "部署",
-    "更新",
-    "获取",
-    "上传",
-    "编写",
-    "实现",
-)
+_EN_VERBS = frozenset(_EN_VERB_WORDS.split())
+_ZH_VERB_WORDS = "使用 安装 配置 设置 创建 添加 定义 引入 自定义 修改 启用 禁用 处理 运行 部署 更新 获取 上传 编写 实现"
+_ZH_VERBS = tuple(_ZH_VERB_WORDS.split())
 _GENERIC = frozenset(("api", "usage", "props", "events", "代码演示", "用法", "使用", "介绍"))  # no page title
 _PLACEHOLDER = re.compile(r"\{\{[^{}]*\}\}|<!--.*?-->", re.DOTALL)  # demo slots of a docs site: no text
 _NOTE_BYTES = (40, 2400)  # a section's text is kept between these UTF-8 lengths (a Chinese character is 3)
