@@ -36,12 +36,14 @@ Both then check the index (the full check) and complete it to equality with a cl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import shutil
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -267,9 +269,19 @@ def matches() -> list[str]:
     return [m for q in QUERIES if (m := fts_query(q)) is not None]
 
 
+def has_schema(db: Path) -> bool:
+    """Whether the index file holds sunlib's tables (a kill can land once the file is made, before
+    the schema is committed)."""
+    if not db.is_file() or db.stat().st_size == 0:
+        return False
+    with contextlib.closing(sqlite3.connect(db)) as conn:  # runs WAL recovery as any opener does
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'notes'").fetchone()
+    return found is not None
+
+
 def state_of(db: Path) -> Any:
     """A cheap summary of an index's content (None without one): a kill that changed nothing leaves it equal."""
-    if not db.is_file() or db.stat().st_size == 0:
+    if not has_schema(db):
         return None
     got = fingerprint(db)
     return (
@@ -301,8 +313,8 @@ def graph_problems(db: Path, engine: str | None) -> list[str]:
 
 def stage_at_kill(db: Path, clean: dict[str, Any], before: Any) -> str:
     """Where the killed run was: how far the killed index is from the clean build's content."""
-    if not db.is_file() or db.stat().st_size == 0:
-        return "no index file yet"
+    if not has_schema(db):
+        return "no index file yet" if not db.is_file() else "index file made, no schema yet"
     if before is not None and state_of(db) == before:
         return "index not changed yet"
     got = fingerprint(db)

@@ -70,6 +70,34 @@ def test_ctrl_c_during_index_says_what_is_kept(tmp_path: Path) -> None:
     assert "Traceback" not in err
 
 
+LOST_INTERRUPTS = """
+import time
+from sunlib.cli import _Interrupts, keep_lost_interrupts
+keep_lost_interrupts()
+class Housekeeping:
+    def __del__(self):  # Python prints what a __del__ raises and carries on
+        raise KeyboardInterrupt
+try:
+    Housekeeping()
+    end = time.monotonic() + 10  # the work the command would go on with
+    while time.monotonic() < end:
+        pass
+    print("ran on")
+except KeyboardInterrupt:
+    print("interrupted", _Interrupts.seen)
+"""
+
+
+def test_a_ctrl_c_that_python_would_drop_still_interrupts() -> None:
+    """A Ctrl-C landing in a ``__del__`` or a weakref callback (an import's lock has one) was printed
+    as "Exception ignored" and lost, and the command ran on; the CLI raises it again."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOST_INTERRUPTS], capture_output=True, text=True, timeout=60, preexec_fn=ctrl_c_default
+    )
+    assert done.stdout.split() == ["interrupted", "True"], done.stderr
+    assert "Exception ignored" not in done.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -258,8 +258,16 @@ def test_readers_keep_working_while_another_process_indexes(tmp_path: Path) -> N
     during: dict[str, int] = {"search": 0, "ask": 0}
     lock = threading.Lock()
 
+    ready = threading.Barrier(4)  # the readers and this thread: models loaded before the index starts
+
     def reader(kind: str, queries: list[str]) -> None:
         with Library.open(vault.root, embedding={"provider": "hash"}, index_dir=index_dir) as lib:
+            if kind == "ask":
+                lib.ask(queries[0], principals=ALL)
+            else:
+                for mode in ("bm25", "hybrid", "dense"):
+                    lib.search(queries[0], mode=mode, principals=ALL, limit=10)
+            ready.wait(timeout=120)
             i = 0
             while not stop.is_set():
                 q = queries[i % len(queries)]
@@ -288,7 +296,7 @@ def test_readers_keep_working_while_another_process_indexes(tmp_path: Path) -> N
     for t in threads:
         t.start()
     try:
-        time.sleep(0.2)
+        ready.wait(timeout=120)  # else the first queries load the models while the whole run goes by
         indexing.set()
         proc = start_index(vault.root, index_dir, home)
         _, stderr = proc.communicate(timeout=120)

@@ -183,6 +183,15 @@ def prepare(data: Path, out: Path, swap_rate: float = 0.0, mix_rate: float = 0.0
         pairs.write(pairs.build(data, swap_rate=swap_rate, mix_rate=mix_rate, notes=notes), out / "pairs")
 
 
+def init_weights(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Start from a trained reader's weights. One with fewer layers grows: its layers become the
+    lower ones and the layers above keep e5's weights (the heads move up to the top layer)."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    grown = [k for k in missing if k.startswith("layers.") and f"layers.{k.split('.')[1]}.q.weight" not in state]
+    if unexpected or sorted(missing) != sorted(grown):
+        raise SystemExit(f"--init does not fit --layers: missing {sorted(set(missing) - set(grown))}, extra {unexpected}")
+
+
 def train(args: argparse.Namespace) -> Path:
     out: Path = args.out
     prepare(args.data, out, args.swap_rate, args.mix_rate, args.notes)
@@ -198,7 +207,7 @@ def train(args: argparse.Namespace) -> Path:
     data = items(examples, tok, args.max_length, args.seed)
     model = from_e5(file, args.layers)
     if args.init:
-        model.load_state_dict(torch.load(args.init, weights_only=False)["model"])
+        init_weights(model, torch.load(args.init, weights_only=False)["model"])
     table = word_table(file, id_map)
     heads = [p for n, p in model.named_parameters() if n.split(".")[0] in ("span", "answer", "support")]
     body = [p for n, p in model.named_parameters() if n.split(".")[0] not in ("span", "answer", "support")]
@@ -281,7 +290,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--lr", type=float, default=6e-5)
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--init", type=Path, help="start from this reader.pt's weights (a second stage) instead of e5")
+    ap.add_argument(
+        "--init",
+        type=Path,
+        help="start from this reader.pt's weights (a second stage) instead of e5; with fewer layers than --layers,"
+        " the layers above come from e5",
+    )
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all epochs)")
     ap.add_argument(
         "--swap-rate",

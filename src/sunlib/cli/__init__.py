@@ -8,10 +8,13 @@ part of a cold start); anything else (``--help``, a typo) imports them all.
 
 from __future__ import annotations
 
+import _thread
 import gc
 import importlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import NoReturn
 
@@ -52,6 +55,7 @@ INTERRUPTED = "interrupted: committed work is kept; run the command again to fin
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); always ends in ``SystemExit``."""
     args = list(argv) if argv is not None else sys.argv[1:]
+    keep_lost_interrupts()
     try:
         load_verbs(args)
         app(args=args)
@@ -66,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(INTERRUPTED, file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # a bug: still one line unless asked for the traceback
+        if _Interrupts.seen or _interrupted(exc):  # a library wrapped the Ctrl-C in an error of its own
+            print(INTERRUPTED, file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
         if os.environ.get("SUNLIB_DEBUG"):
             raise
         print(
@@ -89,12 +96,57 @@ FAST_EXIT = frozenset({"search", "ask"})
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
 
+class _Interrupts:
+    """Whether a Ctrl-C reached this process. Libraries wrap an interrupt that lands inside them in
+    errors of their own, at times as text only (pydantic building a schema, Python making a class);
+    with this a command still ends as interrupted, with its message and status 130."""
+
+    seen = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: object) -> None:
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
+def keep_lost_interrupts() -> None:
+    """Note every Ctrl-C (``_Interrupts``), and raise again one that Python dropped: an exception
+    raised in a callback Python runs for its own housekeeping (a weakref callback, a ``__del__``) is
+    printed as "Exception ignored in ..." and lost, and the command would run on."""
+    _Interrupts.seen = False
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not if ignored
+        signal.signal(signal.SIGINT, _Interrupts.handler)
+    default = sys.unraisablehook
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            # as if the signal came again a moment later: raised in this hook, it would be lost again
+            again = threading.Timer(0.005, _thread.interrupt_main)
+            again.daemon = True
+            again.start()
+        else:
+            default(unraisable)
+
+    if getattr(default, "__qualname__", "") != hook.__qualname__:  # main() may run twice in one process
+        sys.unraisablehook = hook
+
+
 def run() -> NoReturn:
     """The ``sunlib`` program (the console script, ``python -m sunlib``): ``main`` on ``sys.argv``,
-    then for a ``FAST_EXIT`` verb the process ends at once with ``main``'s exit status."""
+    then for a ``FAST_EXIT`` verb the process ends at once with ``main``'s exit status.
+
+    An interrupted command ends with status 130 through ``os._exit`` too: a Ctrl-C that Python saw
+    unhandled anywhere (inside an import, say) makes the interpreter end by SIGINT instead, whatever
+    the status, and a shell or a supervisor then reads neither 130 nor the message as one event."""
     args = sys.argv[1:]
     if not args or args[0] not in FAST_EXIT:
-        main(args)
+        try:
+            main(args)
+        except SystemExit as exc:
+            if exc.code != EXIT_INTERRUPTED:
+                raise
+            _flushed_exit(EXIT_INTERRUPTED)
     if not any(name in os.environ for name in BLAS_THREADS):  # read when numpy loads, after this
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
     mark_short_lived()
@@ -104,6 +156,11 @@ def run() -> NoReturn:
         main(args)
     except SystemExit as exc:
         status = _status(exc.code)
+    _flushed_exit(status)
+
+
+def _flushed_exit(status: int) -> NoReturn:
+    """End the process now with ``status``, once stdout and stderr are written."""
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -124,7 +181,7 @@ def _status(code: object) -> int:
 
 
 def _interrupted(exc: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is behind this exit (typer raises its Exit(130) from it)."""
+    """Whether a KeyboardInterrupt is behind this exception (typer raises its Exit(130) from it)."""
     seen: BaseException | None = exc
     while seen is not None:
         if isinstance(seen, KeyboardInterrupt):

@@ -36,6 +36,7 @@ in memory and saves only when the file was missing or the unsaved changes pass `
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -95,6 +96,11 @@ class DerivedVectors(Protocol):
 
 
 def _usearch() -> Any:
+    # onnxruntime (the models) must load first: usearch's compiled module, loaded before it, makes
+    # onnxruntime's import crash the process (a segfault in its pybind11 set-up; usearch 2.26.6 with
+    # onnxruntime 1.32.0). A search with this engine loads a model anyway, so the import costs nothing.
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401
     try:
         from usearch.index import Index
     except ImportError:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +12,7 @@ import pytest
 
 from sunlib import Library
 from sunlib.contracts import SearchFilters
+from tests.support.paths import SAMPLE_VAULT
 
 QUERY = "harbour lighthouse keeper logs the tide and the storm every evening at nine"
 
@@ -131,3 +135,26 @@ def test_a_newer_generation_replaces_the_matrix_instead_of_adding_one() -> None:
     assert len(cache) == 1 and cache.loads == 3  # generation 3 was asked twice, loaded once
     cache.matrix(("index", "other space"), 3, load)
     assert len(cache) == 2
+
+
+def test_a_process_that_searched_the_hnsw_engine_can_still_load_a_model(tmp_path: Path) -> None:
+    """usearch's compiled module, loaded before onnxruntime, made the first model load (the reader
+    of an ask) crash the whole process; a server answering a search and then an ask died so."""
+    script = (
+        "import sys\n"
+        "from sunlib import Library\n"
+        "with Library.open(sys.argv[1], embedding={'provider': 'hash'}, index_dir=sys.argv[2],"
+        " search={'dense_engine': 'usearch'}) as lib:\n"
+        "    lib.index()\n"
+        "    lib.search('how does sunlib search Chinese text', mode='dense')\n"
+        "    print(lib.ask('how does sunlib search Chinese text').frame.question)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(SAMPLE_VAULT), str(tmp_path / "idx")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SUNLIB_HOME": str(tmp_path / "home")},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "how does sunlib search Chinese text"
