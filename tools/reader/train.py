@@ -189,7 +189,8 @@ def init_weights(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None
     missing, unexpected = model.load_state_dict(state, strict=False)
     grown = [k for k in missing if k.startswith("layers.") and f"layers.{k.split('.')[1]}.q.weight" not in state]
     if unexpected or sorted(missing) != sorted(grown):
-        raise SystemExit(f"--init does not fit --layers: missing {sorted(set(missing) - set(grown))}, extra {unexpected}")
+        left = sorted(set(missing) - set(grown))
+        raise SystemExit(f"--init does not fit --layers: missing {left}, extra {unexpected}")
 
 
 def train(args: argparse.Namespace) -> Path:
