@@ -268,6 +268,29 @@ def test_a_tiny_reader_trains_resumes_exports_and_loads(tmp_path: Path) -> None:
     assert 0.0 <= support <= 1.0
 
 
+def test_a_reader_grows_from_one_with_fewer_layers_and_nothing_else_fits() -> None:
+    import torch
+
+    from tools.reader import model as tmodel
+    from tools.reader import train
+
+    file = E5File(default_path())
+    small = tmodel.from_e5(file, 1)
+    with torch.no_grad():
+        small.answer.bias.fill_(3.0)  # a trained head and layer: both must carry over
+        small.layers[0].q.bias.fill_(0.5)
+    big = tmodel.from_e5(file, 2)
+    e5_top = big.layers[1].q.weight.detach().clone()
+    train.init_weights(big, small.state_dict())
+    assert float(big.answer.bias) == 3.0 and bool((big.layers[0].q.bias == 0.5).all())
+    assert torch.equal(big.layers[1].q.weight, e5_top)  # the layer above keeps e5's weights
+    with pytest.raises(SystemExit, match="does not fit"):
+        train.init_weights(small, big.state_dict())  # more layers than the model: not a grow
+    partial = {k: v for k, v in small.state_dict().items() if k != "layers.0.fo.bias"}
+    with pytest.raises(SystemExit, match=r"layers\.0\.fo\.bias"):
+        train.init_weights(tmodel.from_e5(file, 2), partial)  # a layer the state has, but not whole
+
+
 def test_training_stack_is_never_imported_at_run_time() -> None:
     import subprocess
     import sys
